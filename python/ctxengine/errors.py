@@ -1,0 +1,47 @@
+"""The exception hierarchy. Every error ctxengine raises is a `CtxEngineError`;
+each subclass is also the built-in exception a caller would catch without
+knowing ctxengine (`ValueError`, `TypeError`, `KeyError`, `FileNotFoundError`).
+The compiled core imports these classes, so Rust and Python raise the same ones."""
+
+from __future__ import annotations
+
+__all__ = [
+    "CtxEngineError",
+    "InvalidInputError",
+    "InvalidTypeError",
+    "UnknownModelError",
+    "UnknownEncodingError",
+    "MissingFileError",
+    "BudgetError",
+]
+
+
+class CtxEngineError(Exception):
+    """Base class of every error raised by ctxengine."""
+
+
+class InvalidInputError(CtxEngineError, ValueError):
+    """An argument has a value that cannot be used; the message names it and the fix."""
+
+
+class InvalidTypeError(CtxEngineError, TypeError):
+    """An argument has the wrong type; the message names it and the expected type."""
+
+
+class UnknownModelError(CtxEngineError, KeyError):
+    """A model name with no known encoding; the message lists the known names."""
+
+    # KeyError's str() would show the message in quotes.
+    __str__ = Exception.__str__
+
+
+class UnknownEncodingError(CtxEngineError, ValueError):
+    """An encoding name that is not built in."""
+
+
+class MissingFileError(CtxEngineError, FileNotFoundError):
+    """A file named by an argument does not exist."""
+
+
+class BudgetError(CtxEngineError, ValueError):
+    """What must be kept does not fit the token budget; the message says by how much."""

@@ -1,0 +1,10 @@
+//! ctxengine-core: the pure-Rust half of ctxengine.
+//!
+//! No pyo3 here: every function takes plain Rust values (slices, ndarray views)
+//! and returns `Result<_, Error>`, so it can be tested with `cargo test` and
+//! wrapped by any binding. `rust/py` is the only crate that knows about Python.
+
+pub mod error;
+pub mod tokens;
+
+pub use error::{Error, Result};

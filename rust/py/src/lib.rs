@@ -1,0 +1,16 @@
+//! `ctxengine._core`: thin PyO3 bindings over `ctxengine-core`. Each file wraps
+//! one area: convert arguments while holding the GIL, run the core inside
+//! `py.detach`, convert the result back.
+
+mod errors;
+mod text_input;
+mod tokens;
+
+use pyo3::prelude::*;
+
+#[pymodule(gil_used = false)]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    tokens::register(m)?;
+    Ok(())
+}

@@ -1,0 +1,183 @@
+//! Token counting for Python: the `Tokenizer` class and the module-level
+//! shortcuts `count_tokens`, `count_until`, `truncate`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ctxengine_core::tokens::{self, Encoding, Side, TokenCounter};
+use numpy::IntoPyArray;
+use pyo3::prelude::*;
+
+use crate::errors::{non_negative, py_err, string, wrong_type};
+use crate::text_input::{text, texts, Texts};
+
+/// An exact token counter: a built-in OpenAI encoding or a Hugging Face
+/// `tokenizer.json`. Immutable, so it is shared across threads freely.
+#[pyclass(module = "ctxengine._core", name = "Tokenizer", frozen)]
+pub struct PyTokenizer {
+    counter: Arc<TokenCounter>,
+}
+
+fn optional_str(obj: Option<&Bound<'_, PyAny>>, argument: &str) -> PyResult<Option<String>> {
+    obj.filter(|o| !o.is_none()).map(|o| string(argument, o)).transpose()
+}
+
+/// The built-in encoding named by `model=` / `encoding=`.
+fn resolve(model: Option<&Bound<'_, PyAny>>, encoding: Option<&Bound<'_, PyAny>>) -> PyResult<TokenCounter> {
+    let model = optional_str(model, "model")?;
+    let encoding = optional_str(encoding, "encoding")?;
+    TokenCounter::resolve(model.as_deref(), encoding.as_deref()).map(TokenCounter::OpenAi).map_err(py_err)
+}
+
+fn count_any(py: Python<'_>, counter: &TokenCounter, text: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    match texts(text, "text")? {
+        Texts::One(s) => {
+            let n = py.detach(|| counter.count(&s)).map_err(py_err)?;
+            Ok((n as i64).into_pyobject(py)?.into_any().unbind())
+        }
+        Texts::Many(batch) => {
+            let counts = py.detach(|| counter.count_batch(&batch)).map_err(py_err)?;
+            let counts: Vec<i64> = counts.into_iter().map(|n| n as i64).collect();
+            Ok(counts.into_pyarray(py).into_any().unbind())
+        }
+    }
+}
+
+fn count_until_any(py: Python<'_>, counter: &TokenCounter, text_obj: &Bound<'_, PyAny>, limit: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+    let limit = non_negative("limit", limit)?;
+    let s = text(text_obj, "text")?;
+    py.detach(|| counter.count_until(&s, limit)).map_err(py_err)
+}
+
+fn truncate_any(py: Python<'_>, counter: &TokenCounter, text_obj: &Bound<'_, PyAny>, max_tokens: &Bound<'_, PyAny>, side: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
+    let max_tokens = non_negative("max_tokens", max_tokens)?;
+    let side = optional_str(side, "side")?.map_or(Ok(Side::End), |s| Side::from_name(&s)).map_err(py_err)?;
+    let s = text(text_obj, "text")?;
+    py.detach(|| counter.truncate(&s, max_tokens, side).map(str::to_owned)).map_err(py_err)
+}
+
+#[pymethods]
+impl PyTokenizer {
+    /// A built-in encoding: "cl100k_base" or "o200k_base".
+    #[staticmethod]
+    fn from_encoding(name: &Bound<'_, PyAny>) -> PyResult<Self> {
+        resolve(None, Some(name)).map(Self::new)
+    }
+
+    /// The encoding of an OpenAI model name, e.g. "gpt-4o".
+    #[staticmethod]
+    fn for_model(model: &Bound<'_, PyAny>) -> PyResult<Self> {
+        resolve(Some(model), None).map(Self::new)
+    }
+
+    /// A Hugging Face `tokenizer.json`.
+    #[staticmethod]
+    fn from_file(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let path: PathBuf = path.extract().map_err(|_| wrong_type("path", "str or os.PathLike", path))?;
+        let counter = py.detach(|| TokenCounter::from_file(&path)).map_err(py_err)?;
+        Ok(Self::new(counter))
+    }
+
+    #[getter]
+    fn name(&self) -> &str {
+        self.counter.name()
+    }
+
+    fn count(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        count_any(py, &self.counter, text)
+    }
+
+    fn count_until(&self, py: Python<'_>, text: &Bound<'_, PyAny>, limit: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+        count_until_any(py, &self.counter, text, limit)
+    }
+
+    #[pyo3(signature = (text, max_tokens, side = None))]
+    fn truncate(&self, py: Python<'_>, text: &Bound<'_, PyAny>, max_tokens: &Bound<'_, PyAny>, side: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
+        truncate_any(py, &self.counter, text, max_tokens, side)
+    }
+
+    fn encode(&self, py: Python<'_>, text_obj: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
+        let s = text(text_obj, "text")?;
+        py.detach(|| self.counter.encode(&s)).map_err(py_err)
+    }
+
+    fn decode(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<String> {
+        let ids: Vec<u32> = ids
+            .extract()
+            .map_err(|_| wrong_type("ids", "a list of token ids (ints in 0..2**32)", ids))?;
+        py.detach(|| self.counter.decode(&ids)).map_err(py_err)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Tokenizer({:?})", self.counter.name())
+    }
+}
+
+impl PyTokenizer {
+    fn new(counter: TokenCounter) -> Self {
+        Self { counter: Arc::new(counter) }
+    }
+}
+
+#[pyfunction]
+#[pyo3(signature = (text, *, model = None, encoding = None))]
+fn count_tokens(
+    py: Python<'_>,
+    text: &Bound<'_, PyAny>,
+    model: Option<&Bound<'_, PyAny>>,
+    encoding: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<PyAny>> {
+    count_any(py, &resolve(model, encoding)?, text)
+}
+
+#[pyfunction]
+#[pyo3(signature = (text, limit, *, model = None, encoding = None))]
+fn count_until(
+    py: Python<'_>,
+    text: &Bound<'_, PyAny>,
+    limit: &Bound<'_, PyAny>,
+    model: Option<&Bound<'_, PyAny>>,
+    encoding: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<usize>> {
+    count_until_any(py, &resolve(model, encoding)?, text, limit)
+}
+
+#[pyfunction]
+#[pyo3(signature = (text, max_tokens, side = None, *, model = None, encoding = None))]
+fn truncate(
+    py: Python<'_>,
+    text: &Bound<'_, PyAny>,
+    max_tokens: &Bound<'_, PyAny>,
+    side: Option<&Bound<'_, PyAny>>,
+    model: Option<&Bound<'_, PyAny>>,
+    encoding: Option<&Bound<'_, PyAny>>,
+) -> PyResult<String> {
+    truncate_any(py, &resolve(model, encoding)?, text, max_tokens, side)
+}
+
+#[pyfunction]
+fn encoding_for_model(model: &Bound<'_, PyAny>) -> PyResult<&'static str> {
+    let name = optional_str(Some(model), "model")?.unwrap_or_default();
+    tokens::encoding_for_model(&name).map(Encoding::name).map_err(py_err)
+}
+
+#[pyfunction]
+fn known_models() -> Vec<String> {
+    tokens::known_models()
+}
+
+#[pyfunction]
+fn list_encodings() -> Vec<&'static str> {
+    Encoding::ALL.iter().map(|e| e.name()).collect()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyTokenizer>()?;
+    m.add_function(wrap_pyfunction!(count_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(count_until, m)?)?;
+    m.add_function(wrap_pyfunction!(truncate, m)?)?;
+    m.add_function(wrap_pyfunction!(encoding_for_model, m)?)?;
+    m.add_function(wrap_pyfunction!(known_models, m)?)?;
+    m.add_function(wrap_pyfunction!(list_encodings, m)?)?;
+    Ok(())
+}
