@@ -15,6 +15,12 @@ from ctxengine._core import (
     list_encodings,
     truncate,
 )
+# numeric core (issue 3): one import line per area, after its marker
+# [similarity]
+# [segment]
+# [decay]
+# [budget]
+# [knapsack]
 from ctxengine.errors import (
     BudgetError,
     CtxEngineError,
@@ -39,6 +45,12 @@ __all__ = [
     "encoding_for_model",
     "known_models",
     "list_encodings",
+    # numeric core: names after each area's marker
+    # [similarity]
+    # [segment]
+    # [decay]
+    # [budget]
+    # [knapsack]
     # errors
     "CtxEngineError",
     "InvalidInputError",

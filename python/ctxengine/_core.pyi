@@ -71,3 +71,10 @@ def known_models() -> list[str]:
 
 def list_encodings() -> list[str]:
     """The built-in encodings."""
+
+# ---- numeric core (issue 3): each area's stubs go after its marker ----
+# [similarity]
+# [segment]
+# [decay]
+# [budget]
+# [knapsack]

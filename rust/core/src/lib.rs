@@ -4,7 +4,12 @@
 //! and returns `Result<_, Error>`, so it can be tested with `cargo test` and
 //! wrapped by any binding. `rust/py` is the only crate that knows about Python.
 
+pub mod budget;
+pub mod decay;
 pub mod error;
+pub mod knapsack;
+pub mod segment;
+pub mod similarity;
 pub mod tokens;
 
 pub use error::{Error, Result};

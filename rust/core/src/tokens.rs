@@ -39,10 +39,10 @@ impl Encoding {
         })
     }
 
-    fn bpe(self) -> &'static bpe_openai::Tokenizer {
+    fn bpe(self) -> &'static bpe::OpenAiBpe {
         match self {
-            Encoding::Cl100kBase => bpe_openai::cl100k_base(),
-            Encoding::O200kBase => bpe_openai::o200k_base(),
+            Encoding::Cl100kBase => &bpe::CL100K_BASE,
+            Encoding::O200kBase => &bpe::O200K_BASE,
         }
     }
 }
@@ -139,14 +139,14 @@ impl TokenCounter {
     /// built-in encodings the work stops once the limit is passed.
     pub fn count_until(&self, text: &str, limit: usize) -> Result<Option<usize>> {
         match self {
-            TokenCounter::OpenAi(enc) => Ok(bpe::count_until(enc.bpe(), text, limit)),
+            TokenCounter::OpenAi(enc) => Ok(enc.bpe().count_until(text, limit)),
             TokenCounter::HuggingFace { .. } => Ok(Some(self.count(text)?).filter(|&n| n <= limit)),
         }
     }
 
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         match self {
-            TokenCounter::OpenAi(enc) => Ok(bpe::encode(enc.bpe(), text)),
+            TokenCounter::OpenAi(enc) => Ok(enc.bpe().encode(text)),
             TokenCounter::HuggingFace { tokenizer, .. } => huggingface::ids(tokenizer, text),
         }
     }
@@ -155,7 +155,7 @@ impl TokenCounter {
     /// holding half a character) become U+FFFD, as in tiktoken's `decode`.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
         match self {
-            TokenCounter::OpenAi(enc) => bpe::decode_bytes(enc.bpe(), ids)
+            TokenCounter::OpenAi(enc) => enc.bpe().decode_bytes(ids)
                 .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
                 .map_err(|pos| {
                     Error::invalid("ids", format!("ids[{pos}] = {} is not a token of {}", ids[pos], enc.name()))
@@ -189,9 +189,9 @@ impl TokenCounter {
     fn cut_points(&self, text: &str, max_tokens: usize, side: Side) -> Result<Vec<usize>> {
         let spans = match (self, side) {
             (TokenCounter::OpenAi(enc), Side::End) => {
-                spans_from_lengths(&bpe::leading_token_lengths(enc.bpe(), text, max_tokens + 1))
+                spans_from_lengths(&enc.bpe().leading_token_lengths(text, max_tokens + 1))
             }
-            (TokenCounter::OpenAi(enc), Side::Start) => spans_from_lengths(&bpe::token_lengths(enc.bpe(), text)),
+            (TokenCounter::OpenAi(enc), Side::Start) => spans_from_lengths(&enc.bpe().token_lengths(text)),
             (TokenCounter::HuggingFace { tokenizer, .. }, _) => huggingface::token_spans(tokenizer, text)?,
         };
         let kept = max_tokens.min(spans.len());

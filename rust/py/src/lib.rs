@@ -2,7 +2,12 @@
 //! one area: convert arguments while holding the GIL, run the core inside
 //! `py.detach`, convert the result back.
 
+mod budget;
+mod decay;
 mod errors;
+mod knapsack;
+mod segment;
+mod similarity;
 mod text_input;
 mod tokens;
 
@@ -12,5 +17,10 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     tokens::register(m)?;
+    similarity::register(m)?;
+    segment::register(m)?;
+    decay::register(m)?;
+    budget::register(m)?;
+    knapsack::register(m)?;
     Ok(())
 }
