@@ -13,6 +13,8 @@ __all__ = [
     "UnknownEncodingError",
     "MissingFileError",
     "BudgetError",
+    "ModelError",
+    "ModelNotFoundError",
 ]
 
 
@@ -45,3 +47,12 @@ class MissingFileError(CtxEngineError, FileNotFoundError):
 
 class BudgetError(CtxEngineError, ValueError):
     """What must be kept does not fit the token budget; the message says by how much."""
+
+
+class ModelError(CtxEngineError, RuntimeError):
+    """A model file is corrupt, the wrong version or cannot be run; the message
+    names the path and the fix."""
+
+
+class ModelNotFoundError(ModelError, MissingFileError):
+    """A model file or directory does not exist; also a `FileNotFoundError`."""

