@@ -2,6 +2,7 @@
 //! one area: convert arguments while holding the GIL, run the core inside
 //! `py.detach`, convert the result back.
 
+mod arrays;
 mod budget;
 mod decay;
 mod errors;

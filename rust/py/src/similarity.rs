@@ -1,7 +1,185 @@
-//! (being written)
+//! Cosine similarity, top-k and BM25 for Python. Matrices keep their dtype
+//! (float32 or float64): X and Y must agree, other dtypes are refused rather
+//! than silently converted; plain lists become float64.
 
+use ctxengine_core::similarity::{self, bm25};
+use numpy::{IntoPyArray, PyReadonlyArray2};
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use crate::errors::{non_negative, py_err, wrong_type, InvalidInputError};
+use crate::text_input::{text, texts as text_list, Texts};
+
+/// A 2-D float matrix argument, either precision.
+enum Matrix<'py> {
+    F32(PyReadonlyArray2<'py, f32>),
+    F64(PyReadonlyArray2<'py, f64>),
+}
+
+impl<'py> Matrix<'py> {
+    fn dtype(&self) -> &'static str {
+        match self {
+            Matrix::F32(_) => "float32",
+            Matrix::F64(_) => "float64",
+        }
+    }
+}
+
+fn matrix<'py>(obj: &Bound<'py, PyAny>, argument: &str, as_row: bool) -> PyResult<Matrix<'py>> {
+    if let Ok(a) = obj.extract::<PyReadonlyArray2<'py, f32>>() {
+        return Ok(Matrix::F32(a));
+    }
+    if let Ok(a) = obj.extract::<PyReadonlyArray2<'py, f64>>() {
+        return Ok(Matrix::F64(a));
+    }
+    let numpy = obj.py().import("numpy")?;
+    let is_array = obj.is_instance(&numpy.getattr("ndarray")?)?;
+    if is_array {
+        let dtype = obj.getattr("dtype")?.str()?.to_string();
+        let ndim: usize = obj.getattr("ndim")?.extract()?;
+        let floating = dtype == "float32" || dtype == "float64";
+        if floating && ndim == 1 && as_row {
+            return matrix(&obj.call_method1("reshape", (1, -1))?, argument, false);
+        }
+        if floating {
+            return Err(InvalidInputError::new_err(format!("{argument}: expected a 2-D array, got {ndim} dimensions")));
+        }
+        return Err(InvalidInputError::new_err(format!(
+            "{argument}: dtype {dtype} is not supported; pass float32 or float64 (e.g. {argument}.astype(numpy.float32))"
+        )));
+    }
+    let converted = numpy
+        .call_method1("asarray", (obj, "float64"))
+        .map_err(|_| wrong_type(argument, "a 2-D array of numbers", obj))?;
+    matrix(&converted, argument, as_row)
+}
+
+fn same_dtype(x: &Matrix<'_>, y: &Matrix<'_>) -> PyResult<()> {
+    if x.dtype() == y.dtype() {
+        return Ok(());
+    }
+    Err(InvalidInputError::new_err(format!(
+        "Y: dtype {} differs from X's {}; convert one (e.g. Y.astype(X.dtype))",
+        y.dtype(),
+        x.dtype()
+    )))
+}
+
+/// Cosine similarity of the rows of X with the rows of Y (or of X).
+#[pyfunction]
+#[pyo3(name = "cosine_similarity", signature = (X, Y = None))]
+#[allow(non_snake_case)]
+fn cosine_similarity<'py>(py: Python<'py>, X: &Bound<'py, PyAny>, Y: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    let x = matrix(X, "X", false)?;
+    let y = Y.filter(|y| !y.is_none()).map(|y| matrix(y, "Y", false)).transpose()?;
+    if let Some(y) = &y {
+        same_dtype(&x, y)?;
+    }
+    match (x, y) {
+        (Matrix::F32(x), y) => {
+            let y = match y {
+                Some(Matrix::F32(y)) => Some(y),
+                _ => None,
+            };
+            let (xv, yv) = (x.as_array(), y.as_ref().map(|y| y.as_array()));
+            let out = py.detach(|| similarity::cosine(xv, yv)).map_err(py_err)?;
+            Ok(out.into_pyarray(py).into_any())
+        }
+        (Matrix::F64(x), y) => {
+            let y = match y {
+                Some(Matrix::F64(y)) => Some(y),
+                _ => None,
+            };
+            let (xv, yv) = (x.as_array(), y.as_ref().map(|y| y.as_array()));
+            let out = py.detach(|| similarity::cosine(xv, yv)).map_err(py_err)?;
+            Ok(out.into_pyarray(py).into_any())
+        }
+    }
+}
+
+/// The k rows of X most similar to the query (or to each query row).
+#[pyfunction]
+#[pyo3(signature = (query, X, k))]
+#[allow(non_snake_case)]
+fn top_k<'py>(py: Python<'py>, query: &Bound<'py, PyAny>, X: &Bound<'py, PyAny>, k: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+    let k = non_negative("k", k)?;
+    // A 1-D query gives 1-D results, a matrix of queries one row each.
+    let single = py.import("numpy")?.call_method1("ndim", (query,))?.extract::<usize>()? == 1;
+    let q = matrix(query, "query", true)?;
+    let x = matrix(X, "X", false)?;
+    same_dtype(&q, &x).map_err(|_| InvalidInputError::new_err(format!("query: dtype {} differs from X's {}", q.dtype(), x.dtype())))?;
+    let (indices, scores) = match (q, x) {
+        (Matrix::F32(q), Matrix::F32(x)) => {
+            let (qv, xv) = (q.as_array(), x.as_array());
+            let (i, s) = py.detach(|| similarity::top_k(qv, xv, k)).map_err(py_err)?;
+            (i.into_pyarray(py).into_any(), s.into_pyarray(py).into_any())
+        }
+        (Matrix::F64(q), Matrix::F64(x)) => {
+            let (qv, xv) = (q.as_array(), x.as_array());
+            let (i, s) = py.detach(|| similarity::top_k(qv, xv, k)).map_err(py_err)?;
+            (i.into_pyarray(py).into_any(), s.into_pyarray(py).into_any())
+        }
+        _ => return Err(InvalidInputError::new_err("query: dtype differs from X's")),
+    };
+    if single {
+        return PyTuple::new(py, [indices.call_method1("reshape", (-1,))?, scores.call_method1("reshape", (-1,))?]);
+    }
+    PyTuple::new(py, [indices, scores])
+}
+
+/// A BM25 index over a list of texts.
+#[pyclass(module = "ctxengine._core", name = "Bm25", frozen)]
+struct PyBm25 {
+    index: bm25::Bm25,
+}
+
+#[pymethods]
+impl PyBm25 {
+    #[new]
+    #[pyo3(signature = (texts, k1 = 1.5, b = 0.75))]
+    fn new(py: Python<'_>, texts: &Bound<'_, PyAny>, k1: f64, b: f64) -> PyResult<Self> {
+        let batch = match text_list(texts, "texts")? {
+            Texts::Many(batch) => batch,
+            Texts::One(_) => return Err(wrong_type("texts", "a list of str", texts)),
+        };
+        let index = py.detach(|| bm25::Bm25::new(&batch, k1, b)).map_err(py_err)?;
+        Ok(Self { index })
+    }
+
+    fn scores<'py>(&self, py: Python<'py>, query: &Bound<'py, PyAny>) -> PyResult<Bound<'py, numpy::PyArray1<f64>>> {
+        let query = text(query, "query")?;
+        Ok(py.detach(|| self.index.scores(&query)).into_pyarray(py))
+    }
+
+    fn top_k<'py>(&self, py: Python<'py>, query: &Bound<'py, PyAny>, k: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+        let k = non_negative("k", k)?;
+        let query = text(query, "query")?;
+        let (best, scores) = py.detach(|| {
+            let scores = self.index.scores(&query);
+            let best = similarity::best_indices(&scores, k);
+            let picked: Vec<f64> = best.iter().map(|&i| scores[i]).collect();
+            (best.into_iter().map(|i| i as i64).collect::<Vec<_>>(), picked)
+        });
+        PyTuple::new(py, [best.into_pyarray(py).into_any(), scores.into_pyarray(py).into_any()])
+    }
+
+    #[staticmethod]
+    fn tokenize(text_obj: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        Ok(bm25::tokenize(&text(text_obj, "text")?))
+    }
+
+    fn __len__(&self) -> usize {
+        self.index.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Bm25({} texts)", self.index.len())
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(cosine_similarity, m)?)?;
+    m.add_function(wrap_pyfunction!(top_k, m)?)?;
+    m.add_class::<PyBm25>()?;
     Ok(())
 }

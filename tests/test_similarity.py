@@ -1,0 +1,136 @@
+"""cosine_similarity against numpy and scikit-learn, top_k against a sort,
+BM25 against a direct Python transcription, and the error paths."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from ctxengine import Bm25, InvalidInputError, InvalidTypeError, cosine_similarity, top_k
+
+
+def numpy_cosine(x, y=None):
+    y = x if y is None else y
+    nx = np.linalg.norm(x.astype(np.float64), axis=1, keepdims=True)
+    ny = np.linalg.norm(y.astype(np.float64), axis=1, keepdims=True)
+    xs = np.divide(x, nx, out=np.zeros_like(x, dtype=np.float64), where=nx > 0)
+    ys = np.divide(y, ny, out=np.zeros_like(y, dtype=np.float64), where=ny > 0)
+    return np.clip(xs @ ys.T, -1, 1)
+
+
+finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False, width=32)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 30), st.integers(0, 30), st.integers(1, 40), st.sampled_from([np.float32, np.float64]), st.data())
+def test_cosine_matches_numpy(n, m, d, dtype, data) -> None:
+    x = data.draw(hnp.arrays(dtype, (n, d), elements=finite))
+    y = data.draw(hnp.arrays(dtype, (m, d), elements=finite))
+    got = cosine_similarity(x, y)
+    assert got.dtype == dtype and got.shape == (n, m)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, numpy_cosine(x, y), atol=tol)
+    np.testing.assert_allclose(cosine_similarity(x), numpy_cosine(x), atol=tol)
+
+
+def test_cosine_matches_scikit_learn() -> None:
+    sklearn = pytest.importorskip("sklearn.metrics.pairwise")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 64)).astype(np.float32)
+    np.testing.assert_allclose(cosine_similarity(x), sklearn.cosine_similarity(x), atol=1e-5)
+
+
+def test_zero_rows_give_zero_never_nan() -> None:
+    x = np.array([[0.0, 0.0], [1.0, 0.0]])
+    got = cosine_similarity(x)
+    assert not np.isnan(got).any()
+    np.testing.assert_array_equal(got, [[0.0, 0.0], [0.0, 1.0]])
+
+
+def test_lists_and_strided_views() -> None:
+    x = np.arange(12, dtype=np.float64).reshape(3, 4)
+    np.testing.assert_allclose(cosine_similarity(x[:, ::2]), numpy_cosine(x[:, ::2]))
+    np.testing.assert_allclose(cosine_similarity(x.tolist()), numpy_cosine(x))
+    np.testing.assert_allclose(cosine_similarity(np.asfortranarray(x)), numpy_cosine(x))
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "word"),
+    [
+        (lambda: cosine_similarity(np.array([[1.0, np.nan]])), InvalidInputError, "X"),
+        (lambda: cosine_similarity(np.ones((2, 2)), np.array([[np.inf, 1.0]])), InvalidInputError, "Y"),
+        (lambda: cosine_similarity(np.ones((2, 2)), np.ones((2, 3))), InvalidInputError, "Y"),
+        (lambda: cosine_similarity(np.ones((2, 2), np.float32), np.ones((2, 2))), InvalidInputError, "dtype"),
+        (lambda: cosine_similarity(np.ones((2, 2), np.int64)), InvalidInputError, "float32"),
+        (lambda: cosine_similarity(np.ones(3)), InvalidInputError, "2-D"),
+        (lambda: cosine_similarity(np.ones((2, 0))), InvalidInputError, "X"),
+        (lambda: cosine_similarity("abc"), InvalidTypeError, "X"),
+        (lambda: top_k(np.ones(3), np.ones((4, 2)), 2), InvalidInputError, "query"),
+        (lambda: top_k(np.ones(2), np.ones((4, 2)), -1), InvalidInputError, "k"),
+        (lambda: Bm25("one text"), InvalidTypeError, "texts"),
+        (lambda: Bm25(["a", 3]), InvalidTypeError, "texts[1]"),
+        (lambda: Bm25(["a"], k1=-1), InvalidInputError, "k1"),
+        (lambda: Bm25(["a"], b=2), InvalidInputError, "b"),
+        (lambda: Bm25(["a"]).scores(None), InvalidTypeError, "query"),
+    ],
+)
+def test_errors(call, error, word) -> None:
+    with pytest.raises(error, match=__import__("re").escape(word)):
+        call()
+
+
+def test_top_k_orders_best_first_with_ties_by_index() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(50, 8)).astype(np.float32)
+    q = rng.normal(size=8).astype(np.float32)
+    idx, scores = top_k(q, x, 5)
+    sims = numpy_cosine(q[None, :], x)[0]
+    expected = np.argsort(-sims, kind="stable")[:5]
+    np.testing.assert_array_equal(idx, expected)
+    np.testing.assert_allclose(scores, sims[expected], atol=1e-6)
+    ties = np.ones((4, 2))
+    np.testing.assert_array_equal(top_k(np.ones(2), ties, 3)[0], [0, 1, 2])
+    many_idx, _ = top_k(np.stack([q, -q]), x, 100)
+    assert many_idx.shape == (2, 50)
+
+
+def reference_bm25(docs: list[list[str]], query: list[str], k1=1.5, b=0.75) -> list[float]:
+    n = len(docs)
+    avg = sum(map(len, docs)) / n
+    out = []
+    for d in docs:
+        s = 0.0
+        for t in set(query):
+            df = sum(t in doc for doc in docs)
+            tf = d.count(t)
+            if df == 0 or tf == 0:
+                continue
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            s += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(d) / avg))
+        out.append(s)
+    return out
+
+
+def test_bm25_matches_the_formula() -> None:
+    texts = [
+        "The meeting about the Berlin office is on Monday.",
+        "Meetings, meetings: the budget meeting moved to Tuesday!",
+        "I bought a new laptop for work.",
+        "Berlin has great coffee; the office is near Alexanderplatz.",
+        "",
+    ]
+    index = Bm25(texts)
+    assert len(index) == 5 and "Bm25" in repr(index)
+    assert Bm25.tokenize("The Meetings in BERLIN, 2024") == ["meet", "berlin", "2024"]
+    query = "When is the Berlin office meeting?"
+    want = reference_bm25([Bm25.tokenize(t) for t in texts], Bm25.tokenize(query))
+    np.testing.assert_allclose(index.scores(query), want, rtol=1e-12)
+    idx, scores = index.top_k(query, 2)
+    assert list(idx) == list(np.argsort(-np.array(want), kind="stable")[:2])
+    assert index.scores("zebra").tolist() == [0.0] * 5
+    assert len(Bm25([]).scores("anything")) == 0
