@@ -10,7 +10,7 @@ from typing import Any
 from ctxengine._core import Tokenizer
 from ctxengine.errors import InvalidInputError, InvalidTypeError
 
-__all__ = ["count_messages", "approximate_tokens", "get_tokenizer"]
+__all__ = ["count_messages", "message_costs", "approximate_tokens", "get_tokenizer"]
 
 # OpenAI's framing: <|start|>{role}<|message|>{content}<|end|> costs 3 tokens
 # beyond role and content; the reply is primed with <|start|>assistant<|message|>.
@@ -76,6 +76,20 @@ def count_messages(
     if not texts:
         return fixed
     return fixed + int(counter.count(texts).sum())
+
+
+def message_costs(messages: Sequence[Mapping[str, Any]], tokenizer: Tokenizer) -> list[int]:
+    """Each message's share of `count_messages` (which adds `REPLY_PRIMING`
+    once on top): the sum of these plus 3 is the prompt's exact cost."""
+    texts: list[str] = []
+    bounds: list[tuple[int, int]] = []
+    for i, message in enumerate(messages):
+        start = len(texts)
+        fixed = TOKENS_PER_MESSAGE + _collect_message(message, f"messages[{i}]", texts, TOKENS_PER_NAME)
+        bounds.append((start, fixed))
+    counts = tokenizer.count(texts).tolist() if texts else []
+    ends = [b[0] for b in bounds[1:]] + [len(texts)]
+    return [fixed + sum(counts[start:end]) for (start, fixed), end in zip(bounds, ends)]
 
 
 def _collect_message(message: Any, where: str, texts: list[str], per_name: int) -> int:

@@ -1,0 +1,118 @@
+"""Evidence recall of `ContextEngine.optimize` on LongMemEval-S (../shared/data).
+
+Each history is flattened into messages (session date as timestamp) and fitted
+with the question as query. Reported per budget (1/8 of the history, and 2,000
+tokens): the share of `has_answer` turns whose text survives verbatim, the share
+of questions whose answer string appears in the context, and the same for the
+baselines computed in the same run: recency (latest turns that fit; also
+langchain-core's trim_messages when installed) and BM25 top turns.
+
+    python benches/eval_longmemeval.py [--limit N] [--budgets eighth,2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import ctxengine
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "conversations" / "longmemeval_s"
+
+
+def load(limit: int | None):
+    files = sorted(DATA.glob("*.json"))[:limit]
+    for f in files:
+        d = json.loads(f.read_text(encoding="utf-8"))
+        msgs, evidence = [], []
+        for si, (session, date) in enumerate(zip(d["haystack_sessions"], d["haystack_dates"])):
+            stamp = date.split(" (")[0].replace("/", "-") + "T" + date.split(") ")[-1] + ":00"
+            for ti, turn in enumerate(session):
+                mid = f"S{si}:{ti}"
+                msgs.append({"role": turn["role"], "content": turn["content"], "id": mid, "timestamp": stamp})
+                if turn.get("has_answer"):
+                    evidence.append(mid)
+        if evidence:
+            yield d, msgs, evidence
+
+
+def recall(context: str, msgs, evidence, answer) -> tuple[float, float]:
+    by_id = {m["id"]: m["content"] for m in msgs}
+    found = sum(by_id[i] in context for i in evidence) / len(evidence)
+    return found, float(str(answer).lower() in context.lower())
+
+
+def context_of(messages) -> str:
+    return "\n".join(m["content"] if isinstance(m.get("content"), str) else "" for m in messages)
+
+
+def fit_in_order(msgs, chosen: list[int], budget: int, tok) -> list[dict]:
+    """Greedy: take turns in `chosen` order while they fit, emit in original order."""
+    costs = ctxengine.tokens.message_costs([{"role": m["role"], "content": m["content"]} for m in msgs], tok)
+    used, keep = 3, []
+    for i in chosen:
+        if used + costs[i] <= budget:
+            keep.append(i)
+            used += costs[i]
+    return [msgs[i] for i in sorted(keep)]
+
+
+def baselines(msgs, question, budget, tok):
+    n = len(msgs)
+    out = {"recency": fit_in_order(msgs, list(range(n - 1, -1, -1)), budget, tok)}
+    bm = ctxengine.Bm25([m["content"] for m in msgs]).scores(question)
+    out["bm25"] = fit_in_order(msgs, list(np.argsort(-bm, kind="stable")), budget, tok)
+    try:
+        from langchain_core.messages import AIMessage, HumanMessage
+        from langchain_core.messages.utils import trim_messages
+    except ImportError:
+        return out
+    lc = [HumanMessage(m["content"]) if m["role"] == "user" else AIMessage(m["content"]) for m in msgs]
+    counter = lambda ms: ctxengine.count_messages(  # noqa: E731
+        [{"role": "user" if m.type == "human" else "assistant", "content": m.content} for m in ms], tokenizer=tok)
+    trimmed = trim_messages(lc, max_tokens=budget, token_counter=counter, strategy="last")
+    out["trim_messages"] = [{"content": m.content} for m in trimmed]
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--budgets", default="eighth,2000")
+    args = parser.parse_args()
+    if not DATA.is_dir():
+        print(f"skipped: evaluation data not found at {DATA}")
+        return 0
+    engine = ctxengine.ContextEngine(encoding="cl100k_base")
+    tok = engine.tokenizer
+    rows: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    times, over = [], 0
+    for d, msgs, evidence in load(args.limit):
+        total = ctxengine.count_messages([{"role": m["role"], "content": m["content"]} for m in msgs], tokenizer=tok)
+        for name in args.budgets.split(","):
+            budget = total // 8 if name == "eighth" else int(name)
+            t0 = time.perf_counter()
+            res = engine.optimize(msgs, query=d["question"], budget=budget)
+            times.append(time.perf_counter() - t0)
+            over += res.tokens > budget
+            rows.setdefault((name, "ctxengine"), []).append(recall(context_of(res.messages), msgs, evidence, d["answer"]))
+            for base, kept in baselines(msgs, d["question"], budget, tok).items():
+                rows.setdefault((name, base), []).append(recall(context_of(kept), msgs, evidence, d["answer"]))
+    print(f"LongMemEval-S, {len(rows.get(('2000', 'ctxengine'), rows.get(next(iter(rows)), [])))} histories; "
+          f"optimize median {1e3 * statistics.median(times):.0f} ms, {over} results over budget")
+    print(f"{'budget':>8} {'method':>14} {'evidence recall':>16} {'answer in context':>18}")
+    for (budget, method), vals in rows.items():
+        ev = statistics.mean(v[0] for v in vals)
+        ans = statistics.mean(v[1] for v in vals)
+        print(f"{budget:>8} {method:>14} {ev:>16.3f} {ans:>18.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

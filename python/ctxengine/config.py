@@ -1,0 +1,73 @@
+"""`EngineConfig`: every knob of the engine, with the seed spec's defaults and
+its two appendix presets."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from ctxengine.errors import InvalidInputError
+
+__all__ = ["EngineConfig", "DEFAULT_WEIGHTS", "STRATEGIES"]
+
+STRATEGIES = ("optimal", "auto", "full", "windowed", "compacted", "multi_level")
+
+#: The seed spec's layer weights; cross-reference is a boost on top.
+DEFAULT_WEIGHTS = {
+    "semantic": 0.30,
+    "entity": 0.25,
+    "recency": 0.20,
+    "intent": 0.15,
+    "structure": 0.10,
+    "cross_reference": 0.15,
+}
+
+
+class EngineConfig(msgspec.Struct, kw_only=True):
+    budget: int = 8000
+    """Default token budget of `optimize` when none is passed."""
+    strategy: Literal["optimal", "auto", "full", "windowed", "compacted", "multi_level"] = "optimal"
+    weights: dict[str, float] = msgspec.field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    protect_last: int = 4
+    """The last N messages are soft-protected: verbatim when they fit, shortened otherwise."""
+    half_life_turns: float = 20.0
+    summary_ratio: float = 0.3
+    """A summarised message keeps about this share of its tokens."""
+    min_summary_tokens: int = 24
+    max_tool_output_tokens: int = 2000
+    """Tool output longer than this is cut to head + tail before planning."""
+    tool_output_warning_tokens: int = 2000
+    total_tool_output_warning_tokens: int = 5000
+    context_window: int = 128_000
+    compact_threshold: float = 0.8
+    """`should_compact` is true above this share of `context_window`."""
+
+    def __post_init__(self) -> None:
+        if self.budget <= 0:
+            raise InvalidInputError(f"budget: must be > 0, got {self.budget}")
+        unknown = set(self.weights) - set(DEFAULT_WEIGHTS)
+        if unknown:
+            raise InvalidInputError(f"weights: unknown layers {sorted(unknown)}; known: {sorted(DEFAULT_WEIGHTS)}")
+        if any(w < 0 for w in self.weights.values()):
+            raise InvalidInputError("weights: every weight must be >= 0")
+        if self.protect_last < 0:
+            raise InvalidInputError(f"protect_last: must be >= 0, got {self.protect_last}")
+        if not 0 < self.summary_ratio < 1:
+            raise InvalidInputError(f"summary_ratio: must be in (0, 1), got {self.summary_ratio}")
+        if not 0 < self.compact_threshold <= 1:
+            raise InvalidInputError(f"compact_threshold: must be in (0, 1], got {self.compact_threshold}")
+
+    @classmethod
+    def high_compression(cls, **overrides: object) -> EngineConfig:
+        """Aggressive: fewer protected turns, shorter summaries, compact early."""
+        values: dict[str, object] = {"protect_last": 2, "summary_ratio": 0.15, "compact_threshold": 0.6,
+                                     "max_tool_output_tokens": 1000}
+        return cls(**{**values, **overrides})  # type: ignore[arg-type]
+
+    @classmethod
+    def high_fidelity(cls, **overrides: object) -> EngineConfig:
+        """Conservative: more protected turns, longer summaries, compact late."""
+        values: dict[str, object] = {"protect_last": 8, "summary_ratio": 0.5, "compact_threshold": 0.9,
+                                     "max_tool_output_tokens": 4000}
+        return cls(**{**values, **overrides})  # type: ignore[arg-type]

@@ -1,0 +1,150 @@
+"""`ContextEngine`: the pipeline of DESIGN.md, one stage per call.
+
+validate -> score -> plan (knapsack, exact within budget) -> render; whatever
+is summarised, cleared or dropped is archived so `restore` can return it."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ctxengine._core import Tokenizer
+from ctxengine.compaction import head_tail
+from ctxengine.config import EngineConfig
+from ctxengine.conversation import parse_messages
+from ctxengine.errors import InvalidInputError, InvalidTypeError
+from ctxengine.plan import KEEP, Plan, plan_items
+from ctxengine.render import render
+from ctxengine.scoring import score_items
+from ctxengine.summarize import BaseSummarizer, Summarizer
+from ctxengine.tokens import count_messages, get_tokenizer
+from ctxengine.types import ContextResult, Item, Report
+
+__all__ = ["ContextEngine", "HeadTailSummarizer"]
+
+
+class HeadTailSummarizer(BaseSummarizer):
+    """The fallback shortener: the head and tail of a text around an omission
+    marker (no model, source wording only)."""
+
+    def _summarize_many(self, texts, targets, query):  # type: ignore[override]
+        return [head_tail(t, n, self.tokenizer) for t, n in zip(texts, targets)]
+
+
+class ContextEngine:
+    """Fits an agent's messages into a token budget.
+
+    `model=` or `encoding=` picks the exact counter (default o200k_base);
+    `summarizer=` shortens messages (default: head and tail around a marker).
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        encoding: str | None = None,
+        tokenizer: Tokenizer | None = None,
+        config: EngineConfig | None = None,
+        summarizer: Summarizer | None = None,
+    ) -> None:
+        self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(model, encoding)
+        self.config = config if config is not None else EngineConfig()
+        self.summarizer = summarizer if summarizer is not None else HeadTailSummarizer(tokenizer=self.tokenizer)
+        self._archive: dict[str, dict[str, Any]] = {}
+
+    def optimize(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        query: str | None = None,
+        system: str | None = None,
+        budget: int | None = None,
+    ) -> ContextResult:
+        timings: dict[str, float] = {}
+        clock = time.perf_counter()
+
+        def lap(stage: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            timings[stage] = (now - clock) * 1e3
+            clock = now
+
+        budget = self._budget(budget)
+        items = parse_messages(messages, self.tokenizer, system=system)
+        query = self._query(items, query)
+        lap("parse")
+        tokens_in = sum(it.tokens for it in items) + 3
+        scores, layers = score_items(items, query, self.config.weights, self.config.half_life_turns)
+        lap("score")
+        if tokens_in <= budget:
+            plan = Plan(choices=[KEEP] * len(items), summary_targets={}, values=[0.0] * len(items))
+            strategy = "full"
+        else:
+            plan = plan_items(items, scores, budget, self.config, self.tokenizer)
+            strategy = "optimal"
+        lap("plan")
+        out, tokens, results = render(items, plan, scores, layers, budget, self.tokenizer, self.summarizer, query)
+        lap("render")
+        self._archive_changed(messages, system, items, results)
+        counts = {s: sum(r.status == s for r in results) for s in ("kept", "summarized", "cleared", "dropped")}
+        report = Report(
+            strategy=strategy, budget=budget, tokens_in=tokens_in, tokens_out=tokens, counts=counts,
+            timings_ms=timings, warnings=self._warnings(items), optimality_gap=plan.gap,
+        )
+        return ContextResult(messages=out, tokens=tokens, items=results, report=report)
+
+    async def aoptimize(self, messages: Sequence[dict[str, Any]], **kwargs: Any) -> ContextResult:
+        """`optimize` in a worker thread (the Rust stages release the GIL)."""
+        return await asyncio.to_thread(self.optimize, messages, **kwargs)
+
+    def restore(self, item_id: str) -> dict[str, Any]:
+        """The original message of anything summarised, cleared or dropped, exactly as it was passed."""
+        if item_id not in self._archive:
+            raise InvalidInputError(f"item_id: nothing was removed under id {item_id!r} by this engine")
+        return copy.deepcopy(self._archive[item_id])
+
+    def count(self, messages: Sequence[dict[str, Any]]) -> int:
+        return count_messages([it.message for it in parse_messages(messages, self.tokenizer)], tokenizer=self.tokenizer)
+
+    def should_compact(self, messages: Sequence[dict[str, Any]]) -> bool:
+        """True once the messages take more than `compact_threshold` of the model's window."""
+        return self.count(messages) > self.config.compact_threshold * self.config.context_window
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _budget(self, budget: int | None) -> int:
+        budget = self.config.budget if budget is None else budget
+        if isinstance(budget, bool) or not isinstance(budget, int):
+            raise InvalidTypeError(f"budget: expected int, got {type(budget).__name__}")
+        if budget <= 3:
+            raise InvalidInputError(f"budget: must be > 3 (the reply priming alone costs 3 tokens), got {budget}")
+        return budget
+
+    @staticmethod
+    def _query(items: Sequence[Item], query: str | None) -> str:
+        if query is not None:
+            if not isinstance(query, str):
+                raise InvalidTypeError(f"query: expected str, got {type(query).__name__}")
+            return query
+        return next((it.text for it in reversed(items) if it.role == "user"), "")
+
+    def _archive_changed(self, messages, system, items, results) -> None:
+        originals = list(messages)
+        offset = 1 if system is not None else 0
+        for it, res in zip(items, results):
+            if res.status != "kept" and it.index >= offset and it.index - offset < len(originals):
+                self._archive[it.id] = copy.deepcopy(originals[it.index - offset])
+
+    def _warnings(self, items: Sequence[Item]) -> list[str]:
+        tool = [it for it in items if it.role == "tool"]
+        warnings = [
+            f"tool result {it.id} is {it.tokens} tokens (over {self.config.tool_output_warning_tokens})"
+            for it in tool if it.tokens > self.config.tool_output_warning_tokens
+        ]
+        total = sum(it.tokens for it in tool)
+        if total > self.config.total_tool_output_warning_tokens:
+            warnings.append(f"tool output totals {total} tokens (over {self.config.total_tool_output_warning_tokens})")
+        return warnings

@@ -1,0 +1,125 @@
+"""Planning: one choice per message (keep, summary, clear, drop) that fits the
+budget exactly and keeps the most value, made by the core's multiple-choice
+knapsack. Tool calls and their results share one choice; hard-protected
+messages must be kept; soft-protected ones are worth so much that they are
+shortened before anything of theirs is dropped."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+import numpy as np
+
+from ctxengine._core import Tokenizer, select_options
+from ctxengine.compaction import CLEARABLE_KINDS, NEVER_COMPACT, placeholder
+from ctxengine.config import EngineConfig
+from ctxengine.errors import BudgetError
+from ctxengine.tokens import REPLY_PRIMING
+from ctxengine.types import Item
+
+__all__ = ["Plan", "plan_items", "KEEP", "SUMMARY", "CLEAR", "DROP", "SUMMARY_MARKER"]
+
+KEEP, SUMMARY, CLEAR, DROP = 0, 1, 2, 3
+SUMMARY_MARKER = "[summary] "
+# Value of a soft-protected message kept / shortened: far above any score, so
+# the knapsack only shortens or drops one when nothing else is left.
+SOFT_KEEP, SOFT_SHORT = 1e6, 5e5
+# How sharply value grows with score: the best-scored messages must win over
+# many middling ones of the same total size.
+SCORE_SHARPNESS = 8.0
+SUMMARY_SHARE, CLEAR_SHARE = 0.35, 0.02
+# Joining a marker and a summary can merge a token or two across the seam.
+SEAM_SLACK = 2
+
+
+class Plan(msgspec.Struct, kw_only=True):
+    choices: list[int]
+    summary_targets: dict[int, int]
+    """Token target of the summary text for each item planned as SUMMARY."""
+    values: list[float]
+    gap: float = 0.0
+
+
+def content_tokens(item: Item, tokenizer: Tokenizer) -> int:
+    content = item.message.get("content")
+    return int(tokenizer.count(content)) if isinstance(content, str) else 0
+
+
+def tool_groups(items: Sequence[Item]) -> np.ndarray:
+    """Group id per item: an assistant message with tool calls and every
+    result of those calls share the id of the assistant message; -1 alone."""
+    groups = np.full(len(items), -1, dtype=np.int64)
+    owner: dict[str, int] = {}
+    for i, it in enumerate(items):
+        for call_id in it.tool_call_ids:
+            owner[call_id] = i
+            groups[i] = i
+        call = it.message.get("tool_call_id")
+        if call in owner:
+            groups[i] = owner[call]
+    return groups
+
+
+def hard_protected(it: Item) -> bool:
+    return it.pinned or it.role in ("system", "developer")
+
+
+def soft_protected(items: Sequence[Item], config: EngineConfig) -> np.ndarray:
+    n = len(items)
+    soft = np.zeros(n, dtype=bool)
+    soft[max(0, n - config.protect_last):] = True
+    last_user = max((i for i, it in enumerate(items) if it.role == "user"), default=None)
+    if last_user is not None:
+        soft[last_user] = True
+    for i, it in enumerate(items):
+        soft[i] |= it.kind in ("active_task", "decision")
+    return soft
+
+
+def plan_items(
+    items: Sequence[Item], scores: np.ndarray, budget: int, config: EngineConfig, tokenizer: Tokenizer
+) -> Plan:
+    n = len(items)
+    room = budget - REPLY_PRIMING
+    hard = np.array([hard_protected(it) for it in items], dtype=bool)
+    fixed = int(sum(it.tokens for it, h in zip(items, hard) if h))
+    if fixed > room:
+        raise BudgetError(
+            f"budget: the system prompt, pinned messages and tool definitions alone need {fixed + REPLY_PRIMING} "
+            f"tokens but the budget is {budget} ({fixed - room} over); raise the budget or unpin messages"
+        )
+    soft = soft_protected(items, config) & ~hard
+    costs = np.full((n, 4), room + 1, dtype=np.int64)  # room + 1 marks an option as unavailable
+    values = np.zeros((n, 4), dtype=np.float64)
+    targets: dict[int, int] = {}
+    marker = int(tokenizer.count(SUMMARY_MARKER))
+    base = np.exp(SCORE_SHARPNESS * np.clip(scores, 0, None))
+    for i, it in enumerate(items):
+        costs[i, KEEP], costs[i, DROP] = it.tokens, 0
+        values[i, KEEP] = SOFT_KEEP + base[i] if soft[i] else base[i]
+        if it.tool_call_ids:
+            # The call itself stays whole; its results carry the shortening.
+            costs[i, SUMMARY] = costs[i, CLEAR] = it.tokens
+            values[i, SUMMARY] = values[i, CLEAR] = values[i, KEEP] * 0.999
+            continue
+        text_tokens = content_tokens(it, tokenizer)
+        target = max(config.min_summary_tokens, int(text_tokens * config.summary_ratio))
+        if text_tokens > target + marker + SEAM_SLACK and it.kind not in NEVER_COMPACT:
+            targets[i] = target
+            costs[i, SUMMARY] = it.tokens - text_tokens + marker + target + SEAM_SLACK
+            values[i, SUMMARY] = SOFT_SHORT + base[i] * SUMMARY_SHARE if soft[i] else base[i] * SUMMARY_SHARE
+        if it.kind in CLEARABLE_KINDS and not soft[i]:
+            stub = int(tokenizer.count(placeholder(it)))
+            if stub + SEAM_SLACK < text_tokens:
+                costs[i, CLEAR] = it.tokens - text_tokens + stub + SEAM_SLACK
+                values[i, CLEAR] = base[i] * CLEAR_SHARE
+    choices, info = select_options(costs, values, room, protected=hard, groups=tool_groups(items), return_info=True)
+    # A tool call shares its results' choice but is itself always kept whole.
+    chosen = [KEEP if items[i].tool_call_ids and c in (SUMMARY, CLEAR) else int(c) for i, c in enumerate(choices)]
+    return Plan(
+        choices=chosen,
+        summary_targets={i: targets[i] for i, c in enumerate(chosen) if c == SUMMARY and i in targets},
+        values=[float(values[i, c]) for i, c in enumerate(chosen)],
+        gap=float(info["gap"]),
+    )

@@ -1,0 +1,84 @@
+"""Applying a plan: summaries written, placeholders set, dropped messages
+left out, and the exact token count of what comes out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ctxengine._core import Tokenizer
+from ctxengine.compaction import placeholder
+from ctxengine.plan import CLEAR, DROP, KEEP, SUMMARY, SUMMARY_MARKER, Plan
+from ctxengine.summarize import Summarizer
+from ctxengine.tokens import count_messages
+from ctxengine.types import Item, ItemResult
+
+__all__ = ["render"]
+
+STATUS = {KEEP: "kept", SUMMARY: "summarized", CLEAR: "cleared", DROP: "dropped"}
+
+
+def render(
+    items: Sequence[Item],
+    plan: Plan,
+    scores: np.ndarray,
+    layers: dict[str, np.ndarray],
+    budget: int,
+    tokenizer: Tokenizer,
+    summarizer: Summarizer,
+    query: str,
+) -> tuple[list[dict[str, Any]], int, list[ItemResult]]:
+    contents = _summaries(items, plan, summarizer, query)
+    for i, it in enumerate(items):
+        if plan.choices[i] == CLEAR:
+            contents[i] = placeholder(it)
+    messages, kept = _assemble(items, plan.choices, contents)
+    total = count_messages(messages, tokenizer=tokenizer)
+    # The plan's costs are upper bounds, so this is a guard, not a path we expect.
+    order = sorted((i for i in kept if plan.choices[i] != KEEP or not items[i].pinned), key=lambda i: plan.values[i])
+    while total > budget and order:
+        plan.choices[order.pop(0)] = DROP
+        messages, kept = _assemble(items, plan.choices, contents)
+        total = count_messages(messages, tokenizer=tokenizer)
+    results = [
+        ItemResult(
+            id=it.id, index=it.index, role=it.role, status=STATUS[plan.choices[i]], tokens_in=it.tokens,
+            tokens_out=_tokens_out(it, plan.choices[i], contents.get(i), tokenizer),
+            score=float(scores[i]), layers={k: float(v[i]) for k, v in layers.items()},
+        )
+        for i, it in enumerate(items)
+    ]
+    return messages, total, results
+
+
+def _summaries(items: Sequence[Item], plan: Plan, summarizer: Summarizer, query: str) -> dict[int, str]:
+    chosen = sorted(plan.summary_targets)
+    if not chosen:
+        return {}
+    texts = [str(items[i].message.get("content") or "") for i in chosen]
+    targets = [plan.summary_targets[i] for i in chosen]
+    summaries = summarizer.summarize(texts, targets, query=query or None)
+    return {i: SUMMARY_MARKER + s for i, s in zip(chosen, summaries)}
+
+
+def _assemble(items: Sequence[Item], choices: list[int], contents: dict[int, str]) -> tuple[list[dict[str, Any]], list[int]]:
+    messages, kept = [], []
+    for i, it in enumerate(items):
+        if choices[i] == DROP:
+            continue
+        message = dict(it.message)
+        if choices[i] in (SUMMARY, CLEAR) and i in contents:
+            message["content"] = contents[i]
+        messages.append(message)
+        kept.append(i)
+    return messages, kept
+
+
+def _tokens_out(it: Item, choice: int, content: str | None, tokenizer: Tokenizer) -> int:
+    if choice == DROP:
+        return 0
+    if choice == KEEP or content is None:
+        return it.tokens
+    return count_messages([{**it.message, "content": content}], tokenizer=tokenizer) - 3

@@ -1,0 +1,133 @@
+"""Relevance scoring: six layers, each in [0, 1], mixed by `EngineConfig.weights`.
+
+- semantic: BM25 of the message against the query (Rust index), scaled by the
+  best match; fused with embedding cosine when an embedder is configured;
+- entity: share of the query's entities (names, numbers, dates) the message mentions;
+- recency: core decay weights by turns ago (and importance);
+- intent: whether the message's role fits what the query asks about (the
+  user's own statements for "I/my" questions, the assistant's for "you said");
+- structure: role, questions, code, errors, decisions and action items;
+- cross_reference: a message answered or referred to by a relevant message is
+  lifted with it (an assistant turn lifts the user turn it answers, a tool
+  result lifts its call).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from ctxengine._core import Bm25, decay_weights
+from ctxengine.entities import extract_entities
+from ctxengine.types import LAYER_NAMES, Item
+
+__all__ = ["score_items", "LAYER_NAMES"]
+
+_ROLE_WEIGHT = {"system": 1.0, "developer": 1.0, "user": 0.6, "assistant": 0.5, "tool": 0.4}
+_STRUCTURE_CUES = [
+    (re.compile(r"\?"), 0.1),
+    (re.compile(r"```|^\s{4}\S", re.M), 0.15),
+    (re.compile(r"\b(error|exception|traceback|failed|failure|bug)\b", re.I), 0.15),
+    (re.compile(r"\b(decided|decision|we will|let's go with|agreed|chose|must)\b", re.I), 0.2),
+    (re.compile(r"\b(todo|next step|action item|remember|deadline|don't forget)\b", re.I), 0.1),
+]
+_FIRST_PERSON = re.compile(r"\b(i|me|my|mine|i'm|i've|i'd|myself)\b", re.I)
+_ABOUT_ASSISTANT = re.compile(r"\b(you (said|told|recommended|suggested|mentioned)|your (answer|suggestion|recommendation))\b", re.I)
+_PROTECTED_KINDS = {"decision", "quality_gate", "trajectory", "active_task"}
+
+
+def score_items(
+    items: Sequence[Item],
+    query: str,
+    weights: dict[str, float],
+    half_life_turns: float,
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Total scores and each layer's scores (arrays aligned with `items`)."""
+    texts = [it.text for it in items]
+    layers = {
+        "semantic": semantic_layer(texts, query),
+        "entity": entity_layer(texts, query),
+        "recency": recency_layer(items, half_life_turns),
+        "intent": intent_layer(items, query),
+        "structure": structure_layer(items),
+    }
+    layers["cross_reference"] = cross_reference_layer(items, layers["semantic"])
+    total = sum(weights.get(name, 0.0) * layers[name] for name in LAYER_NAMES)
+    return np.asarray(total, dtype=np.float64), layers
+
+
+def semantic_layer(texts: list[str], query: str) -> np.ndarray:
+    if not texts or not query:
+        return np.zeros(len(texts))
+    scores = Bm25(texts).scores(query)
+    best = scores.max()
+    return scores / best if best > 0 else scores
+
+
+def entity_layer(texts: list[str], query: str) -> np.ndarray:
+    wanted = extract_entities(query)
+    if not wanted:
+        return np.zeros(len(texts))
+    out = np.empty(len(texts))
+    for i, text in enumerate(texts):
+        lowered = text.lower()
+        out[i] = sum(e in lowered for e in wanted) / len(wanted)
+    return out
+
+
+def recency_layer(items: Sequence[Item], half_life_turns: float) -> np.ndarray:
+    n = len(items)
+    if n == 0:
+        return np.zeros(0)
+    turns_ago = np.arange(n - 1, -1, -1, dtype=np.float64)
+    importance = np.array([it.importance for it in items])
+    return decay_weights(turns_ago, "exponential", half_life=half_life_turns, importance=importance)
+
+
+def intent_layer(items: Sequence[Item], query: str) -> np.ndarray:
+    about_user = bool(_FIRST_PERSON.search(query))
+    about_assistant = bool(_ABOUT_ASSISTANT.search(query))
+    out = np.full(len(items), 0.5)
+    for i, it in enumerate(items):
+        if it.role == "user" and about_user and not about_assistant:
+            out[i] = 1.0
+        elif it.role == "assistant" and about_assistant:
+            out[i] = 1.0
+        elif it.role in ("system", "developer"):
+            out[i] = 1.0
+    return out
+
+
+def structure_layer(items: Sequence[Item]) -> np.ndarray:
+    out = np.empty(len(items))
+    for i, it in enumerate(items):
+        value = _ROLE_WEIGHT.get(it.role, 0.5)
+        if it.kind in _PROTECTED_KINDS:
+            value = 1.0
+        for pattern, bonus in _STRUCTURE_CUES:
+            if pattern.search(it.text):
+                value += bonus
+        out[i] = min(value, 1.0)
+    return out
+
+
+def cross_reference_layer(items: Sequence[Item], semantic: np.ndarray) -> np.ndarray:
+    """For each message, the semantic score of the messages that answer or
+    complete it: the next assistant turn for a user turn, the results of a
+    tool call, the call of a tool result."""
+    out = np.zeros(len(items))
+    by_call: dict[str, list[int]] = {}
+    for i, it in enumerate(items):
+        for call_id in it.tool_call_ids:
+            by_call.setdefault(call_id, []).append(i)
+    for i, it in enumerate(items):
+        if it.role == "user" and i + 1 < len(items) and items[i + 1].role == "assistant":
+            out[i] = max(out[i], semantic[i + 1])
+            out[i + 1] = max(out[i + 1], semantic[i])
+        call_id = it.message.get("tool_call_id")
+        for j in by_call.get(call_id, []) if call_id else []:
+            out[j] = max(out[j], semantic[i])
+            out[i] = max(out[i], semantic[j])
+    return out

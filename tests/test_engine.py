@@ -1,0 +1,203 @@
+"""ContextEngine.optimize: always within budget (hypothesis), valid chat
+messages (roles legal, tool pairs intact), protected messages verbatim,
+restore byte-identical, and every documented error."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxengine import (
+    BudgetError,
+    ContextEngine,
+    EngineConfig,
+    InvalidInputError,
+    InvalidTypeError,
+    count_messages,
+)
+
+WORDS = "alpha beta gamma delta berlin office meeting budget dog rex laptop python error deploy friday 42 2023".split()
+ENGINE = ContextEngine(encoding="cl100k_base")
+
+
+@st.composite
+def conversations(draw):
+    n = draw(st.integers(1, 30))
+    msgs = []
+    call = 0
+    for i in range(n):
+        kind = draw(st.sampled_from(["user", "assistant", "assistant", "tool_pair"]))
+        words = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=120))
+        text = " ".join(words)
+        if kind == "tool_pair":
+            call += 1
+            msgs.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"c{call}", "type": "function", "function": {"name": "search", "arguments": '{"q": "x"}'}}]})
+            msgs.append({"role": "tool", "tool_call_id": f"c{call}", "content": text * draw(st.integers(1, 5))})
+        else:
+            msgs.append({"role": kind, "content": text, "importance": draw(st.floats(0, 1))})
+    if draw(st.booleans()):
+        msgs.insert(0, {"role": "system", "content": "You are helpful."})
+    return msgs
+
+
+def check_valid(messages) -> None:
+    open_calls: set[str] = set()
+    for m in messages:
+        assert set(m) <= {"role", "content", "name", "tool_calls", "tool_call_id"}
+        assert m["role"] in {"system", "developer", "user", "assistant", "tool"}
+        for c in m.get("tool_calls") or ():
+            open_calls.add(c["id"])
+        if m["role"] == "tool":
+            assert m["tool_call_id"] in open_calls
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversations(), st.integers(40, 3000))
+def test_output_always_fits_and_is_valid(msgs, budget) -> None:
+    fixed = sum(1 for m in msgs if m["role"] == "system")
+    try:
+        res = ENGINE.optimize(msgs, budget=budget)
+    except BudgetError:
+        assert fixed, "only hard-protected content may make a budget infeasible"
+        return
+    assert res.tokens <= budget
+    assert res.tokens == count_messages(res.messages, encoding="cl100k_base")
+    check_valid(res.messages)
+    assert len(res.items) == len(msgs)
+    for m in msgs:
+        if m["role"] == "system":
+            assert m["content"] in [x.get("content") for x in res.messages]
+
+
+def test_everything_kept_when_it_fits() -> None:
+    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    res = ENGINE.optimize(msgs, budget=1000)
+    assert res.messages == msgs and res.report.strategy == "full"
+    assert [i.status for i in res.items] == ["kept", "kept"]
+    assert res.report.compression_ratio == 1.0
+
+
+def long_history():
+    msgs = [{"role": "system", "content": "You are a careful assistant."}]
+    for i in range(40):
+        msgs.append({"role": "user", "content": f"Question {i} about the weather in city number {i}. " * 8, "id": f"u{i}"})
+        msgs.append({"role": "assistant", "content": f"Answer {i}: it will be sunny with {i} degrees. " * 8, "id": f"a{i}"})
+    msgs.append({"role": "user", "content": "My passport number is X123 and I fly to Oslo on Friday.", "pinned": True, "id": "pin"})
+    msgs.append({"role": "user", "content": "What did you say about city number 7?", "id": "q"})
+    return msgs
+
+
+def test_protected_verbatim_relevant_kept_and_restore_is_exact() -> None:
+    engine = ContextEngine(encoding="cl100k_base")
+    msgs = long_history()
+    res = engine.optimize(msgs, budget=600)
+    contents = [m["content"] for m in res.messages]
+    assert msgs[0]["content"] in contents and msgs[-2]["content"] in contents and msgs[-1]["content"] in contents
+    status = {i.id: i.status for i in res.items}
+    assert status["a7"] == "kept" or status["u7"] == "kept"
+    removed = [i.id for i in res.items if i.status != "kept"]
+    assert removed
+    by_id = {m.get("id"): m for m in msgs}
+    for item_id in removed:
+        assert engine.restore(item_id) == by_id[item_id]
+    report = res.report.to_dict()
+    assert report["tokens_out"] == res.tokens and report["counts"]["kept"] > 0
+    assert "strategy optimal" in res.report.to_text()
+    assert set(res.items[5].layers) == {"semantic", "entity", "recency", "intent", "structure", "cross_reference"}
+
+
+def test_long_final_message_never_makes_a_small_budget_fail() -> None:
+    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "word " * 5000}]
+    res = ENGINE.optimize(msgs, budget=100)
+    assert res.tokens <= 100
+
+
+def test_tool_results_go_with_their_call() -> None:
+    msgs = [{"role": "user", "content": "search"}]
+    for k in range(10):
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{k}", "type": "function", "function": {"name": "grep", "arguments": "{}"}}]})
+        msgs.append({"role": "tool", "tool_call_id": f"c{k}", "content": f"result {k} " * 200})
+    msgs.append({"role": "user", "content": "what was result 3?"})
+    res = ENGINE.optimize(msgs, budget=500)
+    check_valid(res.messages)
+    assert res.tokens <= 500
+    cleared = [i for i in res.items if i.status == "cleared"]
+    for it in cleared:
+        assert it.role == "tool"
+
+
+def test_async_twin() -> None:
+    res = asyncio.run(ENGINE.aoptimize(long_history(), budget=700))
+    assert res.tokens <= 700
+
+
+def test_system_argument_and_query_default() -> None:
+    res = ENGINE.optimize([{"role": "user", "content": "hello"}], system="Be brief.", budget=100)
+    assert res.messages[0] == {"role": "system", "content": "Be brief."}
+
+
+def test_anthropic_blocks_are_accepted() -> None:
+    msgs = [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Checking."},
+                                          {"type": "tool_use", "id": "t1", "name": "weather", "input": {"city": "Oslo"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "5 C"}]},
+    ]
+    res = ENGINE.optimize(msgs, budget=500)
+    check_valid(res.messages)
+    assert res.messages[1]["tool_calls"][0]["function"]["arguments"] == '{"city": "Oslo"}'
+    assert res.messages[2] == {"role": "tool", "tool_call_id": "t1", "content": "5 C"}
+
+
+@pytest.mark.parametrize(
+    ("messages", "kwargs", "error", "words"),
+    [
+        ([{"content": "x"}], {}, InvalidInputError, ["messages[0]", "role"]),
+        ([{"role": "robot", "content": "x"}], {}, InvalidInputError, ["messages[0]", "robot"]),
+        ([{"role": "tool", "tool_call_id": "zz", "content": "x"}], {}, InvalidInputError, ["messages[0]", "zz"]),
+        ([{"role": "tool", "content": "x"}], {}, InvalidInputError, ["tool_call_id"]),
+        ([{"role": "user", "content": "x", "id": "a"}, {"role": "user", "content": "y", "id": "a"}], {}, InvalidInputError, ["messages[1]", "'a'"]),
+        ([{"role": "user", "content": "x", "timestamp": "yesterday"}], {}, InvalidInputError, ["timestamp", "ISO"]),
+        ([{"role": "user", "content": "x", "importance": 3}], {}, InvalidInputError, ["importance"]),
+        ([{"role": "user", "content": "x", "pinned": "yes"}], {}, InvalidTypeError, ["pinned"]),
+        ("not messages", {}, InvalidTypeError, ["messages"]),
+        ([{"role": "user", "content": "x"}], {"budget": 2}, InvalidInputError, ["budget"]),
+        ([{"role": "user", "content": "x"}], {"budget": "10"}, InvalidTypeError, ["budget"]),
+        ([{"role": "user", "content": "x"}], {"query": 5}, InvalidTypeError, ["query"]),
+        ([{"role": "system", "content": "rule " * 400}, {"role": "user", "content": "x"}], {"budget": 50}, BudgetError, ["budget", "over"]),
+    ],
+)
+def test_errors_say_which_message_and_why(messages, kwargs, error, words) -> None:
+    with pytest.raises(error) as raised:
+        ENGINE.optimize(messages, **kwargs)
+    for word in words:
+        assert word in str(raised.value)
+
+
+def test_restore_unknown_id() -> None:
+    with pytest.raises(InvalidInputError, match="item_id"):
+        ContextEngine().restore("nope")
+
+
+def test_config_presets_and_validation() -> None:
+    assert EngineConfig.high_compression().summary_ratio < EngineConfig().summary_ratio < EngineConfig.high_fidelity().summary_ratio
+    with pytest.raises(InvalidInputError, match="weights"):
+        EngineConfig(weights={"vibes": 1.0})
+    with pytest.raises(InvalidInputError, match="budget"):
+        EngineConfig(budget=0)
+
+
+def test_should_compact_and_warnings() -> None:
+    engine = ContextEngine(encoding="cl100k_base", config=EngineConfig(context_window=1000))
+    small = [{"role": "user", "content": "hi"}]
+    big = [{"role": "user", "content": "go"}, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "cat", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c", "content": "line of output " * 800}]
+    assert not engine.should_compact(small) and engine.should_compact(big)
+    res = engine.optimize(big, budget=5000)
+    assert any("tool result" in w for w in res.report.warnings)
