@@ -10,6 +10,7 @@ pub mod error;
 pub mod knapsack;
 pub mod segment;
 pub mod similarity;
+pub mod static_embed;
 pub mod tokens;
 
 pub use error::{Error, Result};

@@ -9,6 +9,7 @@ mod errors;
 mod knapsack;
 mod segment;
 mod similarity;
+mod static_embed;
 mod text_input;
 mod tokens;
 
@@ -23,5 +24,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     decay::register(m)?;
     budget::register(m)?;
     knapsack::register(m)?;
+    static_embed::register(m)?;
     Ok(())
 }
