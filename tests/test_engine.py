@@ -201,3 +201,43 @@ def test_should_compact_and_warnings() -> None:
     assert not engine.should_compact(small) and engine.should_compact(big)
     res = engine.optimize(big, budget=5000)
     assert any("tool result" in w for w in res.report.warnings)
+
+
+@pytest.mark.parametrize("strategy", ["windowed", "compacted", "auto", "full", "optimal"])
+def test_every_strategy_fits_and_keeps_protected(strategy) -> None:
+    engine = ContextEngine(encoding="cl100k_base", config=EngineConfig(strategy=strategy))
+    msgs = long_history()
+    for budget in (600, 1500, 3000):
+        res = engine.optimize(msgs, budget=budget)
+        assert res.tokens <= budget
+        check_valid([m for m in res.messages])
+        contents = [m["content"] for m in res.messages]
+        assert msgs[0]["content"] in contents and msgs[-2]["content"] in contents
+
+
+def test_windowed_keeps_recent_verbatim_and_summarises_older() -> None:
+    engine = ContextEngine(encoding="cl100k_base", config=EngineConfig(strategy="windowed"))
+    res = engine.optimize(long_history(), budget=2500)
+    statuses = [i.status for i in res.items[1:-2]]
+    assert res.report.strategy == "windowed"
+    newest_kept = max(k for k, s in enumerate(statuses) if s == "kept")
+    assert all(s != "kept" for s in statuses[: newest_kept // 2])  # nothing old survives verbatim
+    assert "summarized" in statuses
+
+
+def test_compacted_marks_gaps() -> None:
+    engine = ContextEngine(encoding="cl100k_base", config=EngineConfig(strategy="compacted"))
+    res = engine.optimize(long_history(), budget=1500)
+    assert res.report.strategy == "compacted"
+    markers = [m for m in res.messages if m["role"] == "system" and "messages omitted" in m["content"]]
+    assert markers and res.tokens <= 1500
+
+
+def test_auto_picks_by_pressure() -> None:
+    engine = ContextEngine(encoding="cl100k_base", config=EngineConfig(strategy="auto"))
+    msgs = long_history()
+    total = engine.count(msgs)
+    assert engine.optimize(msgs, budget=total + 10).report.strategy == "full"
+    assert engine.optimize(msgs, budget=int(total / 1.5)).report.strategy == "windowed"
+    assert engine.optimize(msgs, budget=int(total / 3)).report.strategy == "compacted"
+    assert engine.optimize(msgs, budget=int(total / 8)).report.strategy == "optimal"

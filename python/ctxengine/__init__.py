@@ -3,34 +3,70 @@
 Exact token counting (the OpenAI encodings compiled in, any Hugging Face
 tokenizer.json) and the numeric primitives run in the Rust core
 (`ctxengine._core`, private); this package is the public API.
+
+The Rust primitives and errors are imported eagerly (they cost nothing until
+used); the Python layers (engine, models, summarizers) load on first access,
+so `import ctxengine` stays light for a script that only counts tokens.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ctxengine._core import (
+    Bm25,
+    BudgetAllocation,
     Tokenizer,
     __version__,
+    cosine_similarity,
     count_tokens,
     count_until,
+    decay_weights,
     encoding_for_model,
     known_models,
     list_encodings,
+    negotiate_budget,
+    plan_layers,
+    segment,
+    select_options,
+    spectral_clustering,
+    top_k,
     truncate,
 )
-# numeric core (issue 3): one import line per area, after its marker
-# [similarity]
-# [segment]
-# [decay]
-# [budget]
-# [knapsack]
 from ctxengine.errors import (
     BudgetError,
     CtxEngineError,
     InvalidInputError,
     InvalidTypeError,
     MissingFileError,
+    ModelError,
+    ModelNotFoundError,
     UnknownEncodingError,
     UnknownModelError,
 )
 from ctxengine.tokens import approximate_tokens, count_messages, get_tokenizer
+
+#: Public names of the Python layers and the module each comes from.
+_LAZY = {
+    # models, embeddings, summarizers (issue 4)
+    "Embedder": "ctxengine.embed",
+    "EmbeddingCache": "ctxengine.embed",
+    "MemoryEmbeddingCache": "ctxengine.embed",
+    "Summarizer": "ctxengine.summarize",
+    "BaseSummarizer": "ctxengine.summarize",
+    "CallableSummarizer": "ctxengine.summarize",
+    "OnnxSeq2SeqSummarizer": "ctxengine.summarize",
+    # the context engine (issue 5)
+    "ContextEngine": "ctxengine.engine",
+    "HeadTailSummarizer": "ctxengine.engine",
+    "EngineConfig": "ctxengine.config",
+    "ContextResult": "ctxengine.types",
+    "ItemResult": "ctxengine.types",
+    "Report": "ctxengine.types",
+    "from_anthropic": "ctxengine.adapters",
+    "to_anthropic": "ctxengine.adapters",
+}
 
 __all__ = [
     "__version__",
@@ -45,12 +81,17 @@ __all__ = [
     "encoding_for_model",
     "known_models",
     "list_encodings",
-    # numeric core: names after each area's marker
-    # [similarity]
-    # [segment]
-    # [decay]
-    # [budget]
-    # [knapsack]
+    # numeric core
+    "cosine_similarity",
+    "top_k",
+    "Bm25",
+    "spectral_clustering",
+    "segment",
+    "decay_weights",
+    "BudgetAllocation",
+    "negotiate_budget",
+    "plan_layers",
+    "select_options",
     # errors
     "CtxEngineError",
     "InvalidInputError",
@@ -59,4 +100,30 @@ __all__ = [
     "UnknownEncodingError",
     "MissingFileError",
     "BudgetError",
+    "ModelError",
+    "ModelNotFoundError",
+    # Python layers, loaded on first use
+    *_LAZY,
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ctxengine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+if TYPE_CHECKING:
+    from ctxengine.adapters import from_anthropic, to_anthropic
+    from ctxengine.config import EngineConfig
+    from ctxengine.embed import Embedder, EmbeddingCache, MemoryEmbeddingCache
+    from ctxengine.engine import ContextEngine, HeadTailSummarizer
+    from ctxengine.summarize import BaseSummarizer, CallableSummarizer, OnnxSeq2SeqSummarizer, Summarizer
+    from ctxengine.types import ContextResult, ItemResult, Report

@@ -11,7 +11,7 @@ from ctxengine.errors import InvalidInputError
 
 __all__ = ["EngineConfig", "DEFAULT_WEIGHTS", "STRATEGIES"]
 
-STRATEGIES = ("optimal", "auto", "full", "windowed", "compacted", "multi_level")
+STRATEGIES = ("optimal", "auto", "full", "windowed", "compacted")
 
 #: The seed spec's layer weights; cross-reference is a boost on top.
 DEFAULT_WEIGHTS = {
@@ -27,7 +27,11 @@ DEFAULT_WEIGHTS = {
 class EngineConfig(msgspec.Struct, kw_only=True):
     budget: int = 8000
     """Default token budget of `optimize` when none is passed."""
-    strategy: Literal["optimal", "auto", "full", "windowed", "compacted", "multi_level"] = "optimal"
+    strategy: Literal["optimal", "auto", "full", "windowed", "compacted"] = "optimal"
+    """optimal: the knapsack over scores; windowed: newest ~70% verbatim, older
+    summarised; compacted: oldest 40% heavily summarised, middle 35% key
+    messages with gap markers, newest 25% verbatim; full: everything (only when
+    it fits; otherwise optimal); auto: picked by how far over budget."""
     weights: dict[str, float] = msgspec.field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     protect_last: int = 4
     """The last N messages are soft-protected: verbatim when they fit, shortened otherwise."""
@@ -55,6 +59,8 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             raise InvalidInputError(f"protect_last: must be >= 0, got {self.protect_last}")
         if not 0 < self.summary_ratio < 1:
             raise InvalidInputError(f"summary_ratio: must be in (0, 1), got {self.summary_ratio}")
+        if self.strategy not in STRATEGIES:
+            raise InvalidInputError(f"strategy: unknown {self.strategy!r}; use one of {', '.join(STRATEGIES)}")
         if not 0 < self.compact_threshold <= 1:
             raise InvalidInputError(f"compact_threshold: must be in (0, 1], got {self.compact_threshold}")
 

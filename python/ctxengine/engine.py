@@ -16,7 +16,7 @@ from ctxengine.compaction import head_tail
 from ctxengine.config import EngineConfig
 from ctxengine.conversation import parse_messages
 from ctxengine.errors import InvalidInputError, InvalidTypeError
-from ctxengine.plan import KEEP, Plan, plan_items
+from ctxengine.plan import KEEP, Plan, choose_strategy, plan_items
 from ctxengine.render import render
 from ctxengine.scoring import score_items
 from ctxengine.summarize import BaseSummarizer, Summarizer
@@ -79,12 +79,14 @@ class ContextEngine:
         tokens_in = sum(it.tokens for it in items) + 3
         scores, layers = score_items(items, query, self.config.weights, self.config.half_life_turns)
         lap("score")
-        if tokens_in <= budget:
-            plan = Plan(choices=[KEEP] * len(items), summary_targets={}, values=[0.0] * len(items))
-            strategy = "full"
+        strategy = self.config.strategy
+        if strategy == "auto" or tokens_in <= budget:
+            strategy = choose_strategy(tokens_in, budget)
+        if strategy == "full" and tokens_in <= budget:
+            plan = Plan(strategy="full", choices=[KEEP] * len(items), summary_targets={}, values=[0.0] * len(items))
         else:
-            plan = plan_items(items, scores, budget, self.config, self.tokenizer)
-            strategy = "optimal"
+            plan = plan_items(items, scores, budget, self.config, self.tokenizer, "optimal" if strategy == "full" else strategy)
+            strategy = plan.strategy
         lap("plan")
         out, tokens, results = render(items, plan, scores, layers, budget, self.tokenizer, self.summarizer, query)
         lap("render")

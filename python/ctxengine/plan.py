@@ -18,7 +18,7 @@ from ctxengine.errors import BudgetError
 from ctxengine.tokens import REPLY_PRIMING
 from ctxengine.types import Item
 
-__all__ = ["Plan", "plan_items", "KEEP", "SUMMARY", "CLEAR", "DROP", "SUMMARY_MARKER"]
+__all__ = ["Plan", "plan_items", "choose_strategy", "zones", "KEEP", "SUMMARY", "CLEAR", "DROP", "SUMMARY_MARKER"]
 
 KEEP, SUMMARY, CLEAR, DROP = 0, 1, 2, 3
 SUMMARY_MARKER = "[summary] "
@@ -34,11 +34,14 @@ SEAM_SLACK = 2
 
 
 class Plan(msgspec.Struct, kw_only=True):
+    strategy: str
     choices: list[int]
     summary_targets: dict[int, int]
     """Token target of the summary text for each item planned as SUMMARY."""
     values: list[float]
     gap: float = 0.0
+    gap_markers: bool = False
+    """Whether runs of dropped messages are marked with `[... N messages omitted ...]`."""
 
 
 def content_tokens(item: Item, tokenizer: Tokenizer) -> int:
@@ -77,8 +80,48 @@ def soft_protected(items: Sequence[Item], config: EngineConfig) -> np.ndarray:
     return soft
 
 
+def choose_strategy(tokens: int, budget: int) -> str:
+    """`auto`: the OpenScroll progression by how far over budget the history is:
+    fits -> full, up to 2x -> windowed, up to 5x -> compacted, beyond -> optimal
+    (the knapsack, which degrades most gracefully)."""
+    ratio = tokens / budget
+    if ratio <= 1:
+        return "full"
+    if ratio <= 2:
+        return "windowed"
+    if ratio <= 5:
+        return "compacted"
+    return "optimal"
+
+
+def zones(items: Sequence[Item], strategy: str, room: int) -> list[str]:
+    """What each message may become under `strategy`:
+    free (any option), window (verbatim first), summarize (no verbatim copy),
+    heavy (summary at most 15%), key (verbatim or dropped, nothing between)."""
+    n = len(items)
+    if strategy == "windowed":
+        # The newest messages up to ~70% of the room stay verbatim, older ones are summarised.
+        out, used = ["summarize"] * n, 0
+        for i in range(n - 1, -1, -1):
+            used += items[i].tokens
+            if used > 0.7 * room:
+                break
+            out[i] = "window"
+        return out
+    if strategy == "compacted":
+        # Oldest 40%: heavy summary; middle 35%: key messages only; newest 25%: verbatim.
+        old, middle = round(n * 0.40), round(n * 0.75)
+        return ["heavy" if i < old else "key" if i < middle else "window" for i in range(n)]
+    return ["free"] * n
+
+
 def plan_items(
-    items: Sequence[Item], scores: np.ndarray, budget: int, config: EngineConfig, tokenizer: Tokenizer
+    items: Sequence[Item],
+    scores: np.ndarray,
+    budget: int,
+    config: EngineConfig,
+    tokenizer: Tokenizer,
+    strategy: str = "optimal",
 ) -> Plan:
     n = len(items)
     room = budget - REPLY_PRIMING
@@ -89,7 +132,8 @@ def plan_items(
             f"budget: the system prompt, pinned messages and tool definitions alone need {fixed + REPLY_PRIMING} "
             f"tokens but the budget is {budget} ({fixed - room} over); raise the budget or unpin messages"
         )
-    soft = soft_protected(items, config) & ~hard
+    zone = zones(items, strategy, room)
+    soft = (soft_protected(items, config) | np.array([z == "window" for z in zone])) & ~hard
     costs = np.full((n, 4), room + 1, dtype=np.int64)  # room + 1 marks an option as unavailable
     values = np.zeros((n, 4), dtype=np.float64)
     targets: dict[int, int] = {}
@@ -104,11 +148,14 @@ def plan_items(
             values[i, SUMMARY] = values[i, CLEAR] = values[i, KEEP] * 0.999
             continue
         text_tokens = content_tokens(it, tokenizer)
-        target = max(config.min_summary_tokens, int(text_tokens * config.summary_ratio))
-        if text_tokens > target + marker + SEAM_SLACK and it.kind not in NEVER_COMPACT:
+        ratio = min(config.summary_ratio, 0.15) if zone[i] == "heavy" else config.summary_ratio
+        target = max(config.min_summary_tokens, int(text_tokens * ratio))
+        if zone[i] != "key" and text_tokens > target + marker + SEAM_SLACK and it.kind not in NEVER_COMPACT:
             targets[i] = target
             costs[i, SUMMARY] = it.tokens - text_tokens + marker + target + SEAM_SLACK
             values[i, SUMMARY] = SOFT_SHORT + base[i] * SUMMARY_SHARE if soft[i] else base[i] * SUMMARY_SHARE
+            if zone[i] in ("summarize", "heavy") and not hard[i]:
+                costs[i, KEEP] = room + 1
         if it.kind in CLEARABLE_KINDS and not soft[i]:
             stub = int(tokenizer.count(placeholder(it)))
             if stub + SEAM_SLACK < text_tokens:
@@ -118,8 +165,10 @@ def plan_items(
     # A tool call shares its results' choice but is itself always kept whole.
     chosen = [KEEP if items[i].tool_call_ids and c in (SUMMARY, CLEAR) else int(c) for i, c in enumerate(choices)]
     return Plan(
+        strategy=strategy,
         choices=chosen,
         summary_targets={i: targets[i] for i, c in enumerate(chosen) if c == SUMMARY and i in targets},
         values=[float(values[i, c]) for i, c in enumerate(chosen)],
         gap=float(info["gap"]),
+        gap_markers=strategy == "compacted",
     )

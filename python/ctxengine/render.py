@@ -10,7 +10,7 @@ import numpy as np
 
 from ctxengine._core import Tokenizer
 from ctxengine.compaction import placeholder
-from ctxengine.plan import CLEAR, DROP, KEEP, SUMMARY, SUMMARY_MARKER, Plan
+from ctxengine.plan import CLEAR, DROP, KEEP, SUMMARY, SUMMARY_MARKER, Plan, hard_protected, tool_groups
 from ctxengine.summarize import Summarizer
 from ctxengine.tokens import count_messages
 from ctxengine.types import Item, ItemResult
@@ -34,13 +34,18 @@ def render(
     for i, it in enumerate(items):
         if plan.choices[i] == CLEAR:
             contents[i] = placeholder(it)
-    messages, kept = _assemble(items, plan.choices, contents)
+    messages, kept = _assemble(items, plan.choices, contents, plan.gap_markers)
     total = count_messages(messages, tokenizer=tokenizer)
-    # The plan's costs are upper bounds, so this is a guard, not a path we expect.
-    order = sorted((i for i in kept if plan.choices[i] != KEEP or not items[i].pinned), key=lambda i: plan.values[i])
+    # The plan's costs are upper bounds (gap markers excepted), so this is a
+    # guard: drop the least valuable droppable message, with its tool group.
+    groups = tool_groups(items)
+    order = sorted((i for i in kept if not hard_protected(items[i])), key=lambda i: plan.values[i])
     while total > budget and order:
-        plan.choices[order.pop(0)] = DROP
-        messages, kept = _assemble(items, plan.choices, contents)
+        first = order.pop(0)
+        for j in range(len(items)):
+            if j == first or (groups[first] >= 0 and groups[j] == groups[first]):
+                plan.choices[j] = DROP
+        messages, kept = _assemble(items, plan.choices, contents, plan.gap_markers)
         total = count_messages(messages, tokenizer=tokenizer)
     results = [
         ItemResult(
@@ -63,11 +68,19 @@ def _summaries(items: Sequence[Item], plan: Plan, summarizer: Summarizer, query:
     return {i: SUMMARY_MARKER + s for i, s in zip(chosen, summaries)}
 
 
-def _assemble(items: Sequence[Item], choices: list[int], contents: dict[int, str]) -> tuple[list[dict[str, Any]], list[int]]:
-    messages, kept = [], []
+def _assemble(
+    items: Sequence[Item], choices: list[int], contents: dict[int, str], gap_markers: bool = False
+) -> tuple[list[dict[str, Any]], list[int]]:
+    messages: list[dict[str, Any]] = []
+    kept: list[int] = []
+    omitted = 0
     for i, it in enumerate(items):
         if choices[i] == DROP:
+            omitted += 1
             continue
+        if gap_markers and omitted:
+            messages.append({"role": "system", "content": f"[... {omitted} messages omitted ...]"})
+        omitted = 0
         message = dict(it.message)
         if choices[i] in (SUMMARY, CLEAR) and i in contents:
             message["content"] = contents[i]
