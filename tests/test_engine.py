@@ -241,3 +241,22 @@ def test_auto_picks_by_pressure() -> None:
     assert engine.optimize(msgs, budget=int(total / 1.5)).report.strategy == "windowed"
     assert engine.optimize(msgs, budget=int(total / 3)).report.strategy == "compacted"
     assert engine.optimize(msgs, budget=int(total / 8)).report.strategy == "optimal"
+
+
+def test_summaries_are_cached_by_content() -> None:
+    from ctxengine import CallableSummarizer
+
+    calls: list[str] = []
+
+    def shorten(prompt: str) -> str:
+        calls.append(prompt)
+        return "short summary"
+
+    engine = ContextEngine(encoding="cl100k_base", config=EngineConfig(strategy="windowed"),
+                           summarizer=CallableSummarizer(shorten))
+    msgs = long_history()
+    engine.optimize(msgs, budget=2500)
+    first = len(calls)
+    assert first > 0
+    engine.optimize(msgs + [{"role": "assistant", "content": "ok"}], budget=2500)
+    assert len(calls) - first <= 2  # only what the new turn pushed out of the window

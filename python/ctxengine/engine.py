@@ -54,6 +54,7 @@ class ContextEngine:
         self.config = config if config is not None else EngineConfig()
         self.summarizer = summarizer if summarizer is not None else HeadTailSummarizer(tokenizer=self.tokenizer)
         self._archive: dict[str, dict[str, Any]] = {}
+        self._summary_cache: dict[tuple[str, int], str] = {}
 
     def optimize(
         self,
@@ -88,7 +89,9 @@ class ContextEngine:
             plan = plan_items(items, scores, budget, self.config, self.tokenizer, "optimal" if strategy == "full" else strategy)
             strategy = plan.strategy
         lap("plan")
-        out, tokens, results = render(items, plan, scores, layers, budget, self.tokenizer, self.summarizer, query)
+        out, tokens, results = render(
+            items, plan, scores, layers, budget, self.tokenizer, self.summarizer, query, self._summary_cache
+        )
         lap("render")
         self._archive_changed(messages, system, items, results)
         counts = {s: sum(r.status == s for r in results) for s in ("kept", "summarized", "cleared", "dropped")}

@@ -3,6 +3,7 @@ left out, and the exact token count of what comes out."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,8 +30,9 @@ def render(
     tokenizer: Tokenizer,
     summarizer: Summarizer,
     query: str,
+    cache: dict[tuple[str, int], str] | None = None,
 ) -> tuple[list[dict[str, Any]], int, list[ItemResult]]:
-    contents = _summaries(items, plan, summarizer, query)
+    contents = _summaries(items, plan, summarizer, query, {} if cache is None else cache)
     for i, it in enumerate(items):
         if plan.choices[i] == CLEAR:
             contents[i] = placeholder(it)
@@ -58,14 +60,19 @@ def render(
     return messages, total, results
 
 
-def _summaries(items: Sequence[Item], plan: Plan, summarizer: Summarizer, query: str) -> dict[int, str]:
-    chosen = sorted(plan.summary_targets)
-    if not chosen:
-        return {}
-    texts = [str(items[i].message.get("content") or "") for i in chosen]
-    targets = [plan.summary_targets[i] for i in chosen]
-    summaries = summarizer.summarize(texts, targets, query=query or None)
-    return {i: SUMMARY_MARKER + s for i, s in zip(chosen, summaries)}
+def _summaries(
+    items: Sequence[Item], plan: Plan, summarizer: Summarizer, query: str, cache: dict[tuple[str, int], str]
+) -> dict[int, str]:
+    """Summaries of the planned items; a (text, target) pair summarised before is
+    taken from `cache` (keyed by content hash), so a conversation that grows by a
+    turn re-summarises nothing old."""
+    texts = {i: str(items[i].message.get("content") or "") for i in plan.summary_targets}
+    keys = {i: (hashlib.sha256(t.encode("utf-8")).hexdigest(), plan.summary_targets[i]) for i, t in texts.items()}
+    missing = sorted(i for i in texts if keys[i] not in cache)
+    if missing:
+        fresh = summarizer.summarize([texts[i] for i in missing], [plan.summary_targets[i] for i in missing], query=query or None)
+        cache.update({keys[i]: s for i, s in zip(missing, fresh)})
+    return {i: SUMMARY_MARKER + cache[keys[i]] for i in texts}
 
 
 def _assemble(
