@@ -260,3 +260,40 @@ def test_summaries_are_cached_by_content() -> None:
     assert first > 0
     engine.optimize(msgs + [{"role": "assistant", "content": "ok"}], budget=2500)
     assert len(calls) - first <= 2  # only what the new turn pushed out of the window
+
+
+def test_layers_are_sized_and_ordered() -> None:
+    msgs = long_history()
+    layers = {
+        "identity": "You are Ada, the travel assistant of ACME.",
+        "preferences": "The user prefers window seats.",
+        "knowledge": ["Oslo airport code is OSL.", "Flights to Oslo leave at 9:00."],
+        "entity": ["Oslo: capital of Norway."],
+    }
+    res = ENGINE.optimize(msgs, budget=3000, layers=layers)
+    assert res.tokens <= 3000
+    roles = [m["role"] for m in res.messages]
+    contents = [m["content"] for m in res.messages]
+    ident = next(i for i, c in enumerate(contents) if c.startswith("## Identity"))
+    know = next(i for i, c in enumerate(contents) if c.startswith("## Retrieved knowledge"))
+    first_history = roles.index("user")
+    assert contents[0] == msgs[0]["content"] and 0 < ident < know < first_history
+    assert set(res.report.layers) >= {"identity", "history", "retrieval"}
+    with pytest.raises(InvalidInputError, match="layers"):
+        ENGINE.optimize(msgs, budget=3000, layers={"gossip": "x"})
+
+
+def test_restore_after_anthropic_split() -> None:
+    engine = ContextEngine(encoding="cl100k_base")
+    original = {"role": "user", "id": "r1", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "row " * 600}, {"type": "text", "text": "and?"}]}
+    msgs = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "sql", "input": {}}]},
+        original,
+        {"role": "assistant", "content": "done"},
+        {"role": "user", "content": "thanks"},
+    ]
+    res = engine.optimize(msgs, budget=120)
+    removed = [i for i in res.items if i.status != "kept" and i.id.startswith("r1")]
+    assert removed and engine.restore(removed[0].id) == original

@@ -47,6 +47,7 @@ def from_anthropic(messages: Sequence[Any]) -> list[dict[str, Any]]:
         converted = _convert(message["role"], blocks)
         for j, m in enumerate(converted):
             m.update(meta)
+            m["_source"] = message
             if "id" in meta and j:
                 m["id"] = f"{meta['id']}.{j}"
             out.append(m)

@@ -92,6 +92,7 @@ def _item(raw: Mapping[str, Any], api: dict[str, Any], i: int, cost: int) -> Ite
         importance=_importance(raw.get("importance"), where),
         pinned=pinned,
         tool_call_ids=call_ids,
+        source=raw.get("_source", raw),
     )
 
 

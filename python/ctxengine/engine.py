@@ -16,6 +16,7 @@ from ctxengine.compaction import head_tail
 from ctxengine.config import EngineConfig
 from ctxengine.conversation import parse_messages
 from ctxengine.errors import InvalidInputError, InvalidTypeError
+from ctxengine.layers import layer_messages
 from ctxengine.plan import KEEP, Plan, choose_strategy, plan_items
 from ctxengine.render import render
 from ctxengine.scoring import score_items
@@ -63,7 +64,16 @@ class ContextEngine:
         query: str | None = None,
         system: str | None = None,
         budget: int | None = None,
+        layers: dict[str, Any] | None = None,
     ) -> ContextResult:
+        """Fit `messages` into `budget` tokens (default `config.budget`).
+
+        `query` is what the next answer is about (default: the last user
+        message); `system` is prepended as a protected system prompt; `layers`
+        adds memory and knowledge (`identity`, `preferences`, `topic`,
+        `entity`, `conversation_arc`, `retrieval`/`knowledge`) sized by
+        `plan_layers` and placed after the system prompt, before the history.
+        """
         timings: dict[str, float] = {}
         clock = time.perf_counter()
 
@@ -75,6 +85,9 @@ class ContextEngine:
 
         budget = self._budget(budget)
         items = parse_messages(messages, self.tokenizer, system=system)
+        allocation: dict[str, int] = {}
+        if layers:
+            items, allocation = self._with_layers(messages, system, items, layers, budget)
         query = self._query(items, query)
         lap("parse")
         tokens_in = sum(it.tokens for it in items) + 3
@@ -93,11 +106,11 @@ class ContextEngine:
             items, plan, scores, layers, budget, self.tokenizer, self.summarizer, query, self._summary_cache
         )
         lap("render")
-        self._archive_changed(messages, system, items, results)
+        self._archive_changed(items, results)
         counts = {s: sum(r.status == s for r in results) for s in ("kept", "summarized", "cleared", "dropped")}
         report = Report(
             strategy=strategy, budget=budget, tokens_in=tokens_in, tokens_out=tokens, counts=counts,
-            timings_ms=timings, warnings=self._warnings(items), optimality_gap=plan.gap,
+            timings_ms=timings, warnings=self._warnings(items), optimality_gap=plan.gap, layers=allocation,
         )
         return ContextResult(messages=out, tokens=tokens, items=results, report=report)
 
@@ -120,6 +133,21 @@ class ContextEngine:
 
     # -- helpers ---------------------------------------------------------------------
 
+    def _with_layers(self, messages, system, items, layers, budget):
+        """The items again with one pinned system message per layer inserted
+        after the leading system messages (system -> memory -> knowledge -> history)."""
+        last_user = next((it for it in reversed(items) if it.role == "user"), None)
+        extra, alloc = layer_messages(
+            layers, budget, self.tokenizer, message_count=len(items),
+            conversation_tokens=sum(it.tokens for it in items),
+            user_message_tokens=last_user.tokens if last_user else 0,
+        )
+        raw = list(messages) if system is None else [{"role": "system", "content": system, "id": "system", "pinned": True}, *messages]
+        head = next((i for i, m in enumerate(raw) if m.get("role") not in ("system", "developer")), len(raw))
+        merged = [*raw[:head], *extra, *raw[head:]]
+        allocation = {str(k): int(v) for k, v in alloc.to_dict().items()}
+        return parse_messages(merged, self.tokenizer), allocation
+
     def _budget(self, budget: int | None) -> int:
         budget = self.config.budget if budget is None else budget
         if isinstance(budget, bool) or not isinstance(budget, int):
@@ -136,12 +164,10 @@ class ContextEngine:
             return query
         return next((it.text for it in reversed(items) if it.role == "user"), "")
 
-    def _archive_changed(self, messages, system, items, results) -> None:
-        originals = list(messages)
-        offset = 1 if system is not None else 0
+    def _archive_changed(self, items: Sequence[Item], results) -> None:
         for it, res in zip(items, results):
-            if res.status != "kept" and it.index >= offset and it.index - offset < len(originals):
-                self._archive[it.id] = copy.deepcopy(originals[it.index - offset])
+            if res.status != "kept":
+                self._archive[it.id] = copy.deepcopy(it.source)
 
     def _warnings(self, items: Sequence[Item]) -> list[str]:
         tool = [it for it in items if it.role == "tool"]

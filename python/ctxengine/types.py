@@ -33,6 +33,8 @@ class Item(msgspec.Struct, kw_only=True):
     pinned: bool = False
     tool_call_ids: tuple[str, ...] = ()
     """Ids of the tool calls an assistant message makes."""
+    source: Any = None
+    """The caller's message this item came from, as passed (for `restore`)."""
 
 
 class ItemResult(msgspec.Struct, kw_only=True):
