@@ -186,9 +186,7 @@ def verify_file(
         with _verified_lock:
             _verified[key] = digest
     if sha256 is not None and digest != sha256.lower():
-        raise ModelError(
-            f"model file {p} is corrupt or a different version: sha256 {digest}, expected {sha256}. {fix}"
-        )
+        raise ModelError(f"model file {p} is corrupt or a different version: sha256 {digest}, expected {sha256}. {fix}")
     return digest
 
 
@@ -209,10 +207,9 @@ def read_checksums(model_dir: str | os.PathLike[str]) -> dict[str, str]:
     return sums
 
 
-def expected_checksum(model_dir: Path, file_name: str) -> tuple[str | None, int | None]:
-    """The (sha256, size) a file of ``model_dir`` must have: pinned for the known
-    models shipped with ctxengine, from SHA256SUMS otherwise, else (None, None)."""
-    spec = KNOWN_MODELS.get(model_dir.name)
+def expected_checksum(model_dir: Path, file_name: str, spec: ModelSpec | None) -> tuple[str | None, int | None]:
+    """The (sha256, size) a file must have: pinned in ``spec`` for a model
+    ctxengine ships, else from ``<model_dir>/SHA256SUMS``, else unknown."""
     if spec is not None:
         try:
             f = spec.file(file_name)
@@ -221,6 +218,20 @@ def expected_checksum(model_dir: Path, file_name: str) -> tuple[str | None, int 
         else:
             return f.sha256, f.size
     return read_checksums(model_dir).get(file_name), None
+
+
+def verified_path(model_dir: Path, file_name: str, spec: ModelSpec | None) -> tuple[Path, str]:
+    """``model_dir / file_name`` after checking it exists and, when a checksum
+    is known, that it matches; returns the path and its sha256."""
+    path = model_dir / file_name
+    sha, size = expected_checksum(model_dir, file_name, spec)
+    fix = ""
+    if spec is None:
+        fix = (
+            f"Fix: check that {model_dir} is the model's directory (it must hold {file_name}); "
+            f"if a file was re-exported, update {CHECKSUMS_FILE} there."
+        )
+    return path, verify_file(path, sha, size, fix=fix)
 
 
 def _as_path(value: object, argument: str) -> Path:

@@ -25,9 +25,11 @@ SUMMARY_MARKER = "[summary] "
 # Value of a soft-protected message kept / shortened: far above any score, so
 # the knapsack only shortens or drops one when nothing else is left.
 SOFT_KEEP, SOFT_SHORT = 1e6, 5e5
-# How sharply value grows with score: the best-scored messages must win over
-# many middling ones of the same total size.
-SCORE_SHARPNESS = 8.0
+# Value grows as a power of the (max-normalised) score: the best-scored
+# messages must win over many middling ones of the same total size, while the
+# knapsack still prefers a short relevant turn to a long one (measured on the
+# LongMemEval-S dev set: see benches/eval_longmemeval.py and the README).
+SCORE_POWER = 3.0
 SUMMARY_SHARE, CLEAR_SHARE = 0.35, 0.02
 # Joining a marker and a summary can merge a token or two across the seam.
 SEAM_SLACK = 2
@@ -138,7 +140,8 @@ def plan_items(
     values = np.zeros((n, 4), dtype=np.float64)
     targets: dict[int, int] = {}
     marker = int(tokenizer.count(SUMMARY_MARKER))
-    base = np.exp(SCORE_SHARPNESS * np.clip(scores, 0, None))
+    clipped = np.clip(scores, 0, None)
+    base = (clipped / max(float(clipped.max(initial=0.0)), 1e-12)) ** SCORE_POWER + 1e-6
     for i, it in enumerate(items):
         costs[i, KEEP], costs[i, DROP] = it.tokens, 0
         values[i, KEEP] = SOFT_KEEP + base[i] if soft[i] else base[i]
