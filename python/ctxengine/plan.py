@@ -24,7 +24,10 @@ KEEP, SUMMARY, CLEAR, DROP = 0, 1, 2, 3
 SUMMARY_MARKER = "[summary] "
 # Value of a soft-protected message kept / shortened: far above any score, so
 # the knapsack only shortens or drops one when nothing else is left.
-SOFT_KEEP, SOFT_SHORT = 1e6, 5e5
+# A soft-protected message is always present (the floor SOFT_PRESENT dwarfs any
+# score); whether verbatim or shortened is traded against other messages, with
+# a bonus for verbatim worth about half of a top-scored message.
+SOFT_PRESENT, SOFT_VERBATIM_BONUS = 5e5, 0.5
 # Value grows as a power of the (max-normalised) score: the best-scored
 # messages must win over many middling ones of the same total size, while the
 # knapsack still prefers a short relevant turn to a long one (measured on the
@@ -144,7 +147,7 @@ def plan_items(
     base = (clipped / max(float(clipped.max(initial=0.0)), 1e-12)) ** SCORE_POWER + 1e-6
     for i, it in enumerate(items):
         costs[i, KEEP], costs[i, DROP] = it.tokens, 0
-        values[i, KEEP] = SOFT_KEEP + base[i] if soft[i] else base[i]
+        values[i, KEEP] = SOFT_PRESENT + SOFT_VERBATIM_BONUS + base[i] if soft[i] else base[i]
         if it.tool_call_ids:
             # The call itself stays whole; its results carry the shortening.
             costs[i, SUMMARY] = costs[i, CLEAR] = it.tokens
@@ -156,7 +159,7 @@ def plan_items(
         if zone[i] != "key" and text_tokens > target + marker + SEAM_SLACK and it.kind not in NEVER_COMPACT:
             targets[i] = target
             costs[i, SUMMARY] = it.tokens - text_tokens + marker + target + SEAM_SLACK
-            values[i, SUMMARY] = SOFT_SHORT + base[i] * SUMMARY_SHARE if soft[i] else base[i] * SUMMARY_SHARE
+            values[i, SUMMARY] = SOFT_PRESENT + base[i] * SUMMARY_SHARE if soft[i] else base[i] * SUMMARY_SHARE
             if zone[i] in ("summarize", "heavy") and not hard[i]:
                 costs[i, KEEP] = room + 1
         if it.kind in CLEARABLE_KINDS and not soft[i]:
