@@ -57,6 +57,10 @@ _LAZY = {
     "BaseSummarizer": "ctxengine.summarize",
     "CallableSummarizer": "ctxengine.summarize",
     "OnnxSeq2SeqSummarizer": "ctxengine.summarize",
+    "ExtractiveSummarizer": "ctxengine.extractive",
+    "compress": "ctxengine.compress",
+    "CompressionResult": "ctxengine.compress",
+    "CompressedChunk": "ctxengine.compress",
     # the context engine (issue 5)
     "ContextEngine": "ctxengine.engine",
     "HeadTailSummarizer": "ctxengine.engine",
@@ -124,6 +128,13 @@ if TYPE_CHECKING:
     from ctxengine.adapters import from_anthropic, to_anthropic
     from ctxengine.config import EngineConfig
     from ctxengine.embed import Embedder, EmbeddingCache, MemoryEmbeddingCache
+    from ctxengine.compress import CompressedChunk, CompressionResult, compress
     from ctxengine.engine import ContextEngine, HeadTailSummarizer
+    from ctxengine.extractive import ExtractiveSummarizer
     from ctxengine.summarize import BaseSummarizer, CallableSummarizer, OnnxSeq2SeqSummarizer, Summarizer
     from ctxengine.types import ContextResult, ItemResult, Report
+
+# Static embeddings, the fast path (issue 4)
+from ctxengine.static_embed import StaticEmbedder  # noqa: E402
+
+__all__ += ["StaticEmbedder"]

@@ -1,0 +1,286 @@
+//! scikit-learn's `SpectralClustering(affinity="precomputed")`, step by step:
+//! `_spectral_embedding(drop_first=False)` (normalised Laplacian of the
+//! affinity with its diagonal ignored, the k smallest eigenvectors scaled by
+//! D^-1/2, `_deterministic_vector_sign_flip`), then `discretize` or
+//! `cluster_qr` from `sklearn/cluster/_spectral.py`, including the random
+//! stream `random_state=seed` would give, so labels agree with it.
+
+use faer::Mat;
+use ndarray::ArrayView2;
+
+use super::eigen::{top_eigenvectors, Operator};
+use super::matrix::{scan_square, Real};
+use super::mt19937::Mt19937;
+use crate::{Error, Result};
+
+/// How the spectral embedding becomes labels (scikit-learn's `assign_labels`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AssignLabels {
+    /// Yu & Shi's multiclass discretisation (rotation search), the default.
+    Discretize,
+    /// Damle, Minden & Ying's pivoted-QR assignment: deterministic, no
+    /// iterations.
+    ClusterQr,
+}
+
+impl AssignLabels {
+    pub fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "discretize" => Ok(Self::Discretize),
+            "cluster_qr" => Ok(Self::ClusterQr),
+            other => Err(Error::invalid(
+                "assign_labels",
+                format!("must be \"discretize\" or \"cluster_qr\", got {other:?} (\"kmeans\" is not supported)"),
+            )),
+        }
+    }
+}
+
+/// Eigenvector residual tolerances: float64 products are accurate enough for
+/// a tight bound; float32 products bottom out near 1e-7.
+const TOL_F64: f64 = 1e-5;
+const TOL_F32: f64 = 1e-5;
+/// From this size on, float64 input is multiplied in float32: the products
+/// are memory-bound, halving the bytes read halves their time, and the
+/// eigenvectors stay accurate to ~1e-5, far below what moves a label.
+const FLOAT32_FROM: usize = 1500;
+
+/// Cluster labels (0..n_clusters) of the n items of a square, symmetric,
+/// finite, non-negative `affinity` matrix, as scikit-learn's
+/// `SpectralClustering(n_clusters, affinity="precomputed",
+/// assign_labels=..., random_state=seed).fit_predict(affinity)`.
+///
+/// The diagonal is ignored (as scikit-learn's Laplacian does). Items with no
+/// affinity to any other item are isolated; like scikit-learn, their labels
+/// carry no meaning.
+pub fn spectral_clustering<T: Real>(
+    affinity: ArrayView2<'_, T>,
+    n_clusters: usize,
+    assign: AssignLabels,
+    seed: u32,
+) -> Result<Vec<i64>> {
+    let (rows, _) = affinity.dim();
+    let in_f32 = T::NAME == "float32" || rows >= FLOAT32_FROM;
+    if in_f32 {
+        cluster::<T, f32>(affinity, n_clusters, assign, seed, TOL_F32)
+    } else {
+        cluster::<T, f64>(affinity, n_clusters, assign, seed, TOL_F64)
+    }
+}
+
+fn cluster<T: Real, E: Real>(
+    affinity: ArrayView2<'_, T>,
+    n_clusters: usize,
+    assign: AssignLabels,
+    seed: u32,
+    tol: f64,
+) -> Result<Vec<i64>> {
+    let (rows, _) = affinity.dim();
+    let mut a0 = vec![E::from_f64(0.0); rows.saturating_mul(rows)];
+    let mut degree = vec![0.0f64; rows];
+    let n = scan_square(&affinity, "affinity", |i, j0, values| {
+        if values.iter().any(|&v| v < 0.0) {
+            let t = values.iter().position(|&v| v < 0.0).unwrap_or(0);
+            return Err(Error::invalid(
+                "affinity",
+                format!(
+                    "entry [{i}, {}] = {} is negative; affinities must be >= 0 (e.g. np.clip(S, 0, None))",
+                    j0 + t,
+                    values[t]
+                ),
+            ));
+        }
+        let out = &mut a0[i * rows + j0..i * rows + j0 + values.len()];
+        let mut sum = 0.0;
+        for (o, &v) in out.iter_mut().zip(values) {
+            *o = E::from_f64(v);
+            sum += v;
+        }
+        // The diagonal is ignored (csgraph_laplacian zeroes it).
+        if (j0..j0 + values.len()).contains(&i) {
+            sum -= values[i - j0];
+            out[i - j0] = E::from_f64(0.0);
+        }
+        degree[i] += sum;
+        Ok(())
+    })?;
+    if n_clusters == 0 || n_clusters > n {
+        return Err(Error::invalid(
+            "n_clusters",
+            format!("must be between 1 and {n} (the number of rows of affinity), got {n_clusters}"),
+        ));
+    }
+    if n_clusters == 1 {
+        return Ok(vec![0; n]);
+    }
+    // csgraph_laplacian(normed=True): isolated nodes get 1 instead of sqrt(0).
+    let sqrt_degree: Vec<f64> = degree.iter().map(|d| d.sqrt()).collect();
+    let scale: Vec<f64> = sqrt_degree.iter().map(|&s| if s > 0.0 { s } else { 1.0 }).collect();
+    let dinv: Vec<f64> = scale.iter().map(|s| 1.0 / s).collect();
+    let op = Operator { a0: &a0, n, dinv: &dinv };
+    let vectors = top_eigenvectors(&op, n_clusters, &sqrt_degree, tol)?;
+    drop(a0);
+
+    let k = n_clusters;
+    // embedding = eigenvectors / dd, one row per item.
+    let mut maps: Vec<f64> = (0..n).flat_map(|i| (0..k).map(move |c| (i, c))).map(|(i, c)| vectors[(i, c)] / scale[i]).collect();
+    sign_flip(&mut maps, n, k);
+    // The ARPACK start vector is drawn before discretisation's row pick.
+    let mut rng = Mt19937::new(seed);
+    rng.skip_uniform(n);
+    let labels = match assign {
+        AssignLabels::Discretize => discretize(maps, n, k, &mut rng)?,
+        AssignLabels::ClusterQr => cluster_qr(&maps, n, k)?,
+    };
+    Ok(labels.into_iter().map(|l| l as i64).collect())
+}
+
+/// `_deterministic_vector_sign_flip`: each eigenvector's largest-magnitude
+/// entry (the first, on ties) becomes positive.
+fn sign_flip(maps: &mut [f64], n: usize, k: usize) {
+    for c in 0..k {
+        let mut best = 0;
+        for i in 1..n {
+            if maps[i * k + c].abs() > maps[best * k + c].abs() {
+                best = i;
+            }
+        }
+        if maps[best * k + c] < 0.0 {
+            for i in 0..n {
+                maps[i * k + c] = -maps[i * k + c];
+            }
+        }
+    }
+}
+
+fn argmax(row: &[f64]) -> usize {
+    let mut best = 0;
+    for (c, &v) in row.iter().enumerate() {
+        if v > row[best] {
+            best = c;
+        }
+    }
+    best
+}
+
+fn svd_failed() -> Error {
+    Error::invalid("affinity", "the SVD in the label assignment did not converge; check the matrix for extreme values")
+}
+
+/// `sklearn.cluster._spectral.discretize` (Yu & Shi 2003).
+fn discretize(mut v: Vec<f64>, n: usize, k: usize, rng: &mut Mt19937) -> Result<Vec<usize>> {
+    let norm_ones = (n as f64).sqrt();
+    for c in 0..k {
+        let length = (0..n).map(|i| v[i * k + c] * v[i * k + c]).sum::<f64>().sqrt();
+        let flip = if v[c] > 0.0 { -1.0 } else { 1.0 };
+        let factor = if length > 0.0 { norm_ones / length } else { 0.0 };
+        let factor = if v[c] != 0.0 { factor * flip } else { factor };
+        for i in 0..n {
+            v[i * k + c] *= factor;
+        }
+    }
+    for row in v.chunks_exact_mut(k) {
+        let length = row.iter().map(|x| x * x).sum::<f64>().sqrt();
+        if length > 0.0 {
+            row.iter_mut().for_each(|x| *x /= length);
+        }
+    }
+    // Initial rotation: a random row, then rows as orthogonal as possible.
+    let mut rotation = Mat::<f64>::zeros(k, k);
+    let first = rng.randint(n as u64) as usize;
+    for r in 0..k {
+        rotation[(r, 0)] = v[first * k + r];
+    }
+    let mut c_acc = vec![0.0f64; n];
+    for j in 1..k {
+        for i in 0..n {
+            let row = &v[i * k..(i + 1) * k];
+            c_acc[i] += (0..k).map(|r| row[r] * rotation[(r, j - 1)]).sum::<f64>().abs();
+        }
+        let mut pick = 0;
+        for i in 1..n {
+            if c_acc[i] < c_acc[pick] {
+                pick = i;
+            }
+        }
+        for r in 0..k {
+            rotation[(r, j)] = v[pick * k + r];
+        }
+    }
+    let mut labels = vec![0usize; n];
+    let mut last_objective = 0.0f64;
+    let mut iteration = 0;
+    loop {
+        iteration += 1;
+        let mut projected = vec![0.0f64; k];
+        for i in 0..n {
+            let row = &v[i * k..(i + 1) * k];
+            for (c, p) in projected.iter_mut().enumerate() {
+                *p = (0..k).map(|r| row[r] * rotation[(r, c)]).sum();
+            }
+            labels[i] = argmax(&projected);
+        }
+        // t_svd = V_discrete^T V: row l sums the embedding rows labelled l.
+        let mut t_svd = Mat::<f64>::zeros(k, k);
+        for i in 0..n {
+            for c in 0..k {
+                t_svd[(labels[i], c)] += v[i * k + c];
+            }
+        }
+        let svd = t_svd.svd().map_err(|_| svd_failed())?;
+        let singular_sum: f64 = (0..k).map(|i| svd.S().column_vector()[i]).sum();
+        let ncut = 2.0 * (n as f64 - singular_sum);
+        if (ncut - last_objective).abs() < f64::EPSILON || iteration > 20 {
+            return Ok(labels);
+        }
+        last_objective = ncut;
+        // rotation = Vh^T U^T = V U^T
+        let (u, vv) = (svd.U(), svd.V());
+        rotation = Mat::from_fn(k, k, |r, c| (0..k).map(|t| vv[(r, t)] * u[(c, t)]).sum());
+    }
+}
+
+/// `sklearn.cluster._spectral.cluster_qr` (Damle, Minden & Ying 2019).
+fn cluster_qr(v: &[f64], n: usize, k: usize) -> Result<Vec<usize>> {
+    // Column-pivoted QR of v^T: pick the k rows of v with the largest norm
+    // remaining after projecting out the rows already picked.
+    let mut residual = v.to_vec();
+    let mut norms: Vec<f64> = residual.chunks_exact(k).map(|r| r.iter().map(|x| x * x).sum()).collect();
+    let mut picked = Vec::with_capacity(k);
+    for _ in 0..k {
+        let mut p = 0;
+        for i in 1..n {
+            if norms[i] > norms[p] {
+                p = i;
+            }
+        }
+        picked.push(p);
+        let length = norms[p].sqrt();
+        if length == 0.0 {
+            continue;
+        }
+        let q: Vec<f64> = residual[p * k..(p + 1) * k].iter().map(|x| x / length).collect();
+        for i in 0..n {
+            let row = &mut residual[i * k..(i + 1) * k];
+            let r: f64 = row.iter().zip(&q).map(|(a, b)| a * b).sum();
+            row.iter_mut().zip(&q).for_each(|(a, b)| *a -= r * b);
+            norms[i] = row.iter().map(|x| x * x).sum();
+        }
+        norms[p] = -1.0;
+    }
+    // Polar factor U V^T of B = v[picked]^T (k x k).
+    let b = Mat::<f64>::from_fn(k, k, |r, c| v[picked[c] * k + r]);
+    let svd = b.svd().map_err(|_| svd_failed())?;
+    let (u, vv) = (svd.U(), svd.V());
+    let polar = Mat::<f64>::from_fn(k, k, |r, c| (0..k).map(|t| u[(r, t)] * vv[(c, t)]).sum());
+    let mut labels = vec![0usize; n];
+    let mut projected = vec![0.0f64; k];
+    for i in 0..n {
+        let row = &v[i * k..(i + 1) * k];
+        for (c, p) in projected.iter_mut().enumerate() {
+            *p = (0..k).map(|r| row[r] * polar[(r, c)]).sum::<f64>().abs();
+        }
+        labels[i] = argmax(&projected);
+    }
+    Ok(labels)
+}

@@ -1,0 +1,411 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use ctxengine_core::segment::{
+    segment, segmentation_objective, spectral_clustering, AssignLabels, Mt19937, SegmentOptions,
+};
+use ctxengine_core::Error;
+use ndarray::Array2;
+
+/// Small deterministic generator for test data.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn normal(&mut self) -> f64 {
+        let (u, v) = (self.next().max(1e-12), self.next());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+}
+
+/// Cosine similarities of noisy points around `k` random centres; labels.
+fn clustered(n: usize, k: usize, dim: usize, noise: f64, seed: u64) -> (Array2<f64>, Vec<usize>) {
+    let mut rng = Lcg(seed);
+    let centres: Vec<Vec<f64>> = (0..k).map(|_| (0..dim).map(|_| rng.normal()).collect()).collect();
+    let labels: Vec<usize> = (0..n).map(|i| i % k).collect();
+    let points: Vec<Vec<f64>> = labels
+        .iter()
+        .map(|&l| {
+            let p: Vec<f64> = centres[l].iter().map(|c| c + noise * rng.normal()).collect();
+            let norm = p.iter().map(|x| x * x).sum::<f64>().sqrt();
+            p.into_iter().map(|x| x / norm).collect()
+        })
+        .collect();
+    let a = Array2::from_shape_fn((n, n), |(i, j)| {
+        points[i].iter().zip(&points[j]).map(|(x, y)| x * y).sum::<f64>().max(0.0)
+    });
+    (a, labels)
+}
+
+fn same_partition(a: &[i64], b: &[usize]) -> bool {
+    (0..a.len()).all(|i| (0..a.len()).all(|j| (a[i] == a[j]) == (b[i] == b[j])))
+}
+
+#[test]
+fn mt19937_matches_numpy_random_state() {
+    // numpy: rs = RandomState(seed); u = rs.uniform(-1, 1, n); rs.randint(n)
+    for (seed, n, first, last, pick) in [
+        (0u32, 200usize, 0.0976270078546495, -0.13116674888375845, 198u64),
+        (0, 2000, 0.0976270078546495, 0.003546261399890449, 1211),
+        (42, 7, -0.250919762305275, -0.8838327756636011, 4),
+        (123456789, 1000, 0.06566604957951805, -0.9219996461561926, 626),
+        (4294967295, 33, -0.8047359420119724, 0.5746954315730615, 30),
+    ] {
+        let mut rng = Mt19937::new(seed);
+        let u0 = -1.0 + 2.0 * rng.next_f64();
+        assert_eq!(u0, first);
+        rng.skip_uniform(n - 2);
+        let ul = -1.0 + 2.0 * rng.next_f64();
+        assert_eq!(ul, last);
+        assert_eq!(rng.randint(n as u64), pick);
+    }
+}
+
+#[test]
+fn spectral_recovers_separable_clusters() {
+    for (n, k) in [(30, 3), (120, 4), (300, 6), (600, 5)] {
+        let (a, truth) = clustered(n, k, 32, 0.3, n as u64);
+        for assign in [AssignLabels::Discretize, AssignLabels::ClusterQr] {
+            let labels = spectral_clustering(a.view(), k, assign, 0).unwrap();
+            assert_eq!(labels.len(), n);
+            assert!(labels.iter().all(|&l| (0..k as i64).contains(&l)));
+            assert!(same_partition(&labels, &truth), "n={n} k={k} {assign:?}");
+        }
+    }
+}
+
+#[test]
+fn spectral_float32_and_large_inputs() {
+    let (a, truth) = clustered(1600, 5, 32, 0.3, 7);
+    let labels = spectral_clustering(a.view(), 5, AssignLabels::Discretize, 3).unwrap();
+    assert!(same_partition(&labels, &truth));
+    let a32 = a.mapv(|v| v as f32);
+    let labels = spectral_clustering(a32.view(), 5, AssignLabels::ClusterQr, 0).unwrap();
+    assert!(same_partition(&labels, &truth));
+}
+
+#[test]
+fn spectral_disconnected_components_and_trivial_cases() {
+    // Three disconnected blocks: eigenvalue 1 three times.
+    let n = 90;
+    let a = Array2::from_shape_fn((n, n), |(i, j)| if i / 30 == j / 30 { 1.0 } else { 0.0 });
+    let truth: Vec<usize> = (0..n).map(|i| i / 30).collect();
+    for assign in [AssignLabels::Discretize, AssignLabels::ClusterQr] {
+        let labels = spectral_clustering(a.view(), 3, assign, 0).unwrap();
+        assert!(same_partition(&labels, &truth), "{assign:?}");
+    }
+    assert_eq!(spectral_clustering(a.view(), 1, AssignLabels::Discretize, 0).unwrap(), vec![0; n]);
+    let one = Array2::from_elem((1, 1), 1.0f64);
+    assert_eq!(spectral_clustering(one.view(), 1, AssignLabels::Discretize, 0).unwrap(), vec![0]);
+    let (small, _) = clustered(6, 2, 4, 0.1, 1);
+    let labels = spectral_clustering(small.view(), 6, AssignLabels::ClusterQr, 0).unwrap();
+    assert_eq!(labels.len(), 6);
+}
+
+fn invalid_argument(e: Error) -> String {
+    match e {
+        Error::InvalidInput { argument, .. } => argument,
+        other => panic!("expected InvalidInput, got {other:?}"),
+    }
+}
+
+#[test]
+fn spectral_rejects_bad_input() {
+    let ok = Array2::from_elem((4, 4), 0.5f64);
+    let err = |a: &Array2<f64>, k: usize| invalid_argument(spectral_clustering(a.view(), k, AssignLabels::Discretize, 0).unwrap_err());
+    assert_eq!(err(&Array2::zeros((3, 4)), 2), "affinity");
+    assert_eq!(err(&Array2::zeros((0, 0)), 1), "affinity");
+    let mut nan = ok.clone();
+    nan[[1, 2]] = f64::NAN;
+    assert_eq!(err(&nan, 2), "affinity");
+    let mut inf = ok.clone();
+    inf[[3, 3]] = f64::INFINITY;
+    assert_eq!(err(&inf, 2), "affinity");
+    let mut asym = ok.clone();
+    asym[[0, 1]] = 0.9;
+    assert_eq!(err(&asym, 2), "affinity");
+    let mut neg = ok.clone();
+    neg[[0, 1]] = -0.1;
+    neg[[1, 0]] = -0.1;
+    assert_eq!(err(&neg, 2), "affinity");
+    assert_eq!(err(&ok, 0), "n_clusters");
+    assert_eq!(err(&ok, 5), "n_clusters");
+    assert_eq!(invalid_argument(AssignLabels::from_name("kmeans").unwrap_err()), "assign_labels");
+    let message = spectral_clustering(asym.view(), 2, AssignLabels::Discretize, 0).unwrap_err().to_string();
+    assert!(message.contains("symmetric") && message.contains("(A + A.T) / 2"), "{message}");
+}
+
+/// A similarity matrix with a planted segmentation (random lengths).
+fn planted(n: usize, seed: u64) -> Array2<f64> {
+    let mut rng = Lcg(seed);
+    let mut topic = vec![0usize; n];
+    let mut t = 0;
+    for slot in topic.iter_mut() {
+        if rng.next() < 0.25 {
+            t += 1;
+        }
+        *slot = t;
+    }
+    let mut a = Array2::from_shape_fn((n, n), |(i, j)| if i == j { 1.0 } else { 0.0 });
+    for i in 0..n {
+        for j in 0..i {
+            let base = if topic[i] == topic[j] { 0.35 } else { 0.05 };
+            let v = (base + 0.2 * rng.next()) * if rng.next() < 0.3 { 0.0 } else { 1.0 };
+            a[[i, j]] = v;
+            a[[j, i]] = v;
+        }
+    }
+    a
+}
+
+/// Every split of 0..n into `k` segments (as boundary lists).
+fn all_splits(n: usize, k: usize) -> Vec<Vec<usize>> {
+    fn rec(start: usize, n: usize, left: usize, cur: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
+        if left == 0 {
+            out.push(cur.clone());
+            return;
+        }
+        for b in start..n {
+            if n - b >= left {
+                cur.push(b);
+                rec(b + 1, n, left - 1, cur, out);
+                cur.pop();
+            }
+        }
+    }
+    let mut out = Vec::new();
+    rec(1, n, k - 1, &mut Vec::new(), &mut out);
+    out
+}
+
+fn seg_tokens(b: &[usize], tokens: &[i64]) -> Vec<i64> {
+    let n = tokens.len();
+    let mut out = Vec::new();
+    let mut start = 0;
+    for &end in b.iter().chain(std::iter::once(&n)) {
+        out.push(tokens[start..end].iter().sum());
+        start = end;
+    }
+    out
+}
+
+#[test]
+fn segment_is_optimal_against_brute_force() {
+    let mut rng = Lcg(99);
+    for case in 0..60u64 {
+        let n = 2 + (case as usize % 9);
+        let a = planted(n, case);
+        let tokens: Vec<i64> = (0..n).map(|_| (rng.next() * 20.0) as i64).collect();
+        for k in 1..=n {
+            let got = segment(a.view(), &SegmentOptions { n_segments: Some(k), ..Default::default() }).unwrap();
+            assert_eq!(got.len(), k - 1);
+            let value = segmentation_objective(a.view(), &got).unwrap();
+            let best = all_splits(n, k)
+                .iter()
+                .map(|b| segmentation_objective(a.view(), b).unwrap())
+                .fold(f64::NEG_INFINITY, f64::max);
+            assert!((value - best).abs() <= 1e-9 * (1.0 + best.abs()), "n={n} k={k}: {value} vs {best}");
+        }
+        // With token caps: the best split among those respecting them.
+        let total: i64 = tokens.iter().sum();
+        let cap = (total / 2).max(*tokens.iter().max().unwrap()) as u64;
+        let floor = (total / (2 * n as i64)) as u64;
+        for k in 1..=n {
+            let opts = SegmentOptions {
+                tokens: Some(&tokens),
+                n_segments: Some(k),
+                min_tokens: floor,
+                max_tokens: Some(cap),
+                ..Default::default()
+            };
+            let feasible: Vec<Vec<usize>> = all_splits(n, k)
+                .into_iter()
+                .filter(|b| seg_tokens(b, &tokens).iter().all(|&t| t as u64 >= floor && t as u64 <= cap))
+                .collect();
+            match segment(a.view(), &opts) {
+                Ok(got) => {
+                    assert!(!feasible.is_empty());
+                    assert_eq!(got.len(), k - 1);
+                    assert!(seg_tokens(&got, &tokens).iter().all(|&t| t as u64 >= floor && t as u64 <= cap));
+                    let value = segmentation_objective(a.view(), &got).unwrap();
+                    let best = feasible
+                        .iter()
+                        .map(|b| segmentation_objective(a.view(), b).unwrap())
+                        .fold(f64::NEG_INFINITY, f64::max);
+                    assert!((value - best).abs() <= 1e-9 * (1.0 + best.abs()));
+                }
+                Err(e) => {
+                    assert!(feasible.is_empty(), "n={n} k={k} floor={floor} cap={cap}: {e}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn segment_many_segments_uses_an_exact_method() {
+    // K > 24 goes through the Lagrangian search (exact when it hits K, else
+    // the K-layer DP): check it against brute force.
+    for case in 0..6u64 {
+        let n = 26 + case as usize % 3;
+        let a = planted(n, 500 + case);
+        for k in 25..=n {
+            let got = segment(a.view(), &SegmentOptions { n_segments: Some(k), ..Default::default() }).unwrap();
+            assert_eq!(got.len(), k - 1);
+            let value = segmentation_objective(a.view(), &got).unwrap();
+            let best = all_splits(n, k)
+                .iter()
+                .map(|b| segmentation_objective(a.view(), b).unwrap())
+                .fold(f64::NEG_INFINITY, f64::max);
+            assert!((value - best).abs() <= 1e-9 * (1.0 + best.abs()), "n={n} k={k}: {value} vs {best}");
+        }
+    }
+}
+
+#[test]
+fn segment_finds_planted_topics() {
+    // Three topics of 10 blocks: strong within, weak across.
+    let n = 30;
+    let a = Array2::from_shape_fn((n, n), |(i, j)| if i / 10 == j / 10 { 0.6 } else { 0.1 } + 0.01 * ((i * j) % 7) as f64);
+    let a = (&a + &a.t()) / 2.0;
+    let got = segment(a.view(), &SegmentOptions { n_segments: Some(3), ..Default::default() }).unwrap();
+    assert_eq!(got, vec![10, 20]);
+    let a32 = a.mapv(|v| v as f32);
+    let got = segment(a32.view(), &SegmentOptions { target_tokens: Some(10), ..Default::default() }).unwrap();
+    assert_eq!(got, vec![10, 20]);
+}
+
+#[test]
+fn segment_respects_caps_and_counts() {
+    let n = 200;
+    let a = planted(n, 3);
+    let mut rng = Lcg(5);
+    let tokens: Vec<i64> = (0..n).map(|_| 10 + (rng.next() * 90.0) as i64).collect();
+    let total: i64 = tokens.iter().sum();
+    for (k, cap) in [(5usize, None), (30, Some(2000u64)), (60, Some(600)), (14, Some(1500))] {
+        let opts = SegmentOptions { tokens: Some(&tokens), n_segments: Some(k), max_tokens: cap, ..Default::default() };
+        let got = segment(a.view(), &opts).unwrap();
+        assert_eq!(got.len(), k - 1);
+        assert!(got.windows(2).all(|w| w[0] < w[1]) && got.iter().all(|&b| b > 0 && b < n));
+        if let Some(cap) = cap {
+            assert!(seg_tokens(&got, &tokens).iter().all(|&t| t as u64 <= cap));
+        }
+    }
+    // Only a cap: the fewest segments that respect it.
+    let got = segment(a.view(), &SegmentOptions { tokens: Some(&tokens), max_tokens: Some(1000), ..Default::default() }).unwrap();
+    let sizes = seg_tokens(&got, &tokens);
+    assert!(sizes.iter().all(|&t| t <= 1000));
+    assert!(sizes.len() as i64 <= 2 * total / 1000 + 1);
+    // target_tokens: round(total / target) segments, with a floor.
+    let got = segment(a.view(), &SegmentOptions { tokens: Some(&tokens), target_tokens: Some(1000), min_tokens: 300, ..Default::default() }).unwrap();
+    assert_eq!(got.len() + 1, ((total as f64) / 1000.0).round() as usize);
+    assert!(seg_tokens(&got, &tokens).iter().all(|&t| t >= 300));
+}
+
+#[test]
+fn segment_rejects_bad_input() {
+    let a = planted(6, 1);
+    let tokens = [5i64, 5, 50, 5, 5, 5];
+    let err = |opts: SegmentOptions| invalid_argument(segment(a.view(), &opts).unwrap_err());
+    assert_eq!(err(SegmentOptions::default()), "n_segments");
+    assert_eq!(err(SegmentOptions { n_segments: Some(0), ..Default::default() }), "n_segments");
+    assert_eq!(err(SegmentOptions { n_segments: Some(7), ..Default::default() }), "n_segments");
+    assert_eq!(err(SegmentOptions { n_segments: Some(2), target_tokens: Some(3), ..Default::default() }), "n_segments");
+    assert_eq!(err(SegmentOptions { target_tokens: Some(0), ..Default::default() }), "target_tokens");
+    assert_eq!(err(SegmentOptions { tokens: Some(&[1, 2]), n_segments: Some(2), ..Default::default() }), "tokens");
+    assert_eq!(err(SegmentOptions { tokens: Some(&[1, 2, -3, 4, 5, 6]), n_segments: Some(2), ..Default::default() }), "tokens");
+    // A block larger than the cap.
+    let e = segment(a.view(), &SegmentOptions { tokens: Some(&tokens), max_tokens: Some(20), ..Default::default() }).unwrap_err();
+    assert!(e.to_string().contains("block 2 alone has 50 tokens"), "{e}");
+    // Too few segments for the cap, too many for the floor.
+    let e = segment(a.view(), &SegmentOptions { tokens: Some(&tokens), n_segments: Some(1), max_tokens: Some(60), ..Default::default() }).unwrap_err();
+    assert!(e.to_string().contains("at least 2"), "{e}");
+    let e = segment(a.view(), &SegmentOptions { tokens: Some(&tokens), n_segments: Some(5), min_tokens: 10, ..Default::default() }).unwrap_err();
+    assert!(e.to_string().contains("min_tokens"), "{e}");
+    assert_eq!(err(SegmentOptions { tokens: Some(&tokens), n_segments: Some(2), min_tokens: 100, ..Default::default() }), "min_tokens");
+    assert_eq!(err(SegmentOptions { n_segments: Some(2), min_tokens: 5, max_tokens: Some(4), ..Default::default() }), "min_tokens");
+    let mut bad = a.clone();
+    bad[[0, 3]] = f64::NAN;
+    assert_eq!(invalid_argument(segment(bad.view(), &SegmentOptions { n_segments: Some(2), ..Default::default() }).unwrap_err()), "similarity");
+    let mut asym = a.clone();
+    asym[[0, 3]] += 0.5;
+    assert_eq!(invalid_argument(segment(asym.view(), &SegmentOptions { n_segments: Some(2), ..Default::default() }).unwrap_err()), "similarity");
+    let rect = Array2::<f64>::zeros((2, 3));
+    assert_eq!(invalid_argument(segment(rect.view(), &SegmentOptions { n_segments: Some(1), ..Default::default() }).unwrap_err()), "similarity");
+    assert_eq!(invalid_argument(segmentation_objective(a.view(), &[3, 3]).unwrap_err()), "boundaries");
+    // One block: one segment, no boundaries.
+    let one = Array2::from_elem((1, 1), 1.0f64);
+    assert!(segment(one.view(), &SegmentOptions { n_segments: Some(1), ..Default::default() }).unwrap().is_empty());
+}
+
+#[test]
+#[ignore]
+fn timing_spectral() {
+    for &n in &[200usize, 500, 2000] {
+        let (a, _) = clustered(n, 6, 48, 0.4, 11);
+        let t = std::time::Instant::now();
+        for _ in 0..5 { spectral_clustering(a.view(), 1, AssignLabels::Discretize, 0).unwrap(); }
+        let scan = t.elapsed().as_secs_f64() / 5.0;
+        let t = std::time::Instant::now();
+        for _ in 0..5 { spectral_clustering(a.view(), 6, AssignLabels::Discretize, 0).unwrap(); }
+        let full = t.elapsed().as_secs_f64() / 5.0;
+        eprintln!("n={n} scan {:.2} ms full {:.2} ms", scan * 1e3, full * 1e3);
+    }
+}
+
+#[test]
+#[ignore]
+fn timing_scan_parts() {
+    let n = 2000;
+    let (a, _) = clustered(n, 6, 48, 0.4, 11);
+    let data = a.as_slice().unwrap();
+    let t = std::time::Instant::now();
+    let mut s = 0.0;
+    for _ in 0..5 { s += data.iter().sum::<f64>(); }
+    eprintln!("plain sum {:.2} ms ({s})", t.elapsed().as_secs_f64() / 5.0 * 1e3);
+    let t = std::time::Instant::now();
+    for _ in 0..5 { let v = vec![0.0f32; n * n]; s += f64::from(v[n]); }
+    eprintln!("{s}");
+    eprintln!("alloc f32 {:.2} ms", t.elapsed().as_secs_f64() / 5.0 * 1e3);
+    let t = std::time::Instant::now();
+    for _ in 0..5 { let _ = segment(a.view(), &SegmentOptions { n_segments: Some(1), ..Default::default() }); }
+    eprintln!("segment k=1 (scan + copy) {:.2} ms", t.elapsed().as_secs_f64() / 5.0 * 1e3);
+}
+
+#[test]
+#[ignore]
+fn timing_one() {
+    let n: usize = std::env::var("TN").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    let k: usize = std::env::var("TK").ok().and_then(|v| v.parse().ok()).unwrap_or(6);
+    let reps: usize = std::env::var("TR").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
+    let (a, _) = clustered(n, 6, 48, 0.4, 11);
+    let t = std::time::Instant::now();
+    for _ in 0..reps { spectral_clustering(a.view(), k, AssignLabels::Discretize, 0).unwrap(); }
+    eprintln!("n={n} k={k} {:.2} ms/call wall", t.elapsed().as_secs_f64() / reps as f64 * 1e3);
+}
+
+#[test]
+#[ignore]
+fn timing_segment() {
+    let n: usize = std::env::var("TN").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    let k: usize = std::env::var("TK").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
+    let reps: usize = std::env::var("TR").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let a = planted(n, 3);
+    let t = std::time::Instant::now();
+    let mut out = Vec::new();
+    for _ in 0..reps { out = segment(a.view(), &SegmentOptions { n_segments: Some(k), ..Default::default() }).unwrap(); }
+    eprintln!("segment n={n} k={k} {:.2} ms/call wall ({} boundaries)", t.elapsed().as_secs_f64() / reps as f64 * 1e3, out.len());
+}
+
+#[test]
+#[ignore]
+fn lagrangian_miss_rate() {
+    for case in 0..40u64 {
+        let n = 100 + (case as usize * 37) % 400;
+        let a = planted(n, 900 + case);
+        for k in [25usize, 31, 40, 57, n / 3, n / 2] {
+            let _ = segment(a.view(), &SegmentOptions { n_segments: Some(k.min(n)), ..Default::default() }).unwrap();
+        }
+    }
+}

@@ -1,0 +1,156 @@
+"""Rebuild models/minilm-static/ (the `StaticEmbedder` table) from the ONNX MiniLM.
+
+The model2vec recipe, on the int8 all-MiniLM-L6-v2 shipped in
+models/all-MiniLM-L6-v2/:
+
+1. every vocabulary id ``t`` goes through the model alone, as ``[CLS] t [SEP]``;
+   the token's vector is the mean of the three output vectors (the model's own
+   mean pooling of that one-token sentence);
+2. PCA: the vectors are centred and projected on their ``--dim`` principal
+   axes (float64 SVD; each axis's sign fixed so that its largest loading is
+   positive, so the table does not depend on the LAPACK build);
+3. each token gets the SIF weight ``a / (a + p(t))`` (Arora et al. 2017), with
+   ``p(t)`` a Zipf law over the tokenizer's vocabulary order: BERT's WordPiece
+   vocabulary lists whole words by decreasing corpus frequency from id 1996
+   (``the``, ``of``, ``and``...), so ``p`` needs no corpus outside the repo.
+
+Everything is deterministic: ONNX Runtime runs on one thread, numpy in
+float64, and the outputs are written with fixed bytes (``np.save`` and sorted
+JSON). The test ``tests/test_static_embed.py::test_build_script_reproduces_the_shipped_table``
+rebuilds the table and compares it with the shipped one to float16 precision.
+
+    python scripts/build_static_table.py [--out models/minilm-static] [--dim 256]
+
+Needs onnxruntime and tokenizers (``pip install onnxruntime tokenizers``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCE_DIR = REPO / "models" / "all-MiniLM-L6-v2"
+OUT_DIR = REPO / "models" / "minilm-static"
+FORMAT = "ctxengine-static-1"
+TOKENIZER_MODEL = "all-MiniLM-L6-v2"
+
+DIM = 256
+SIF_A = 1e-3
+FIRST_RANKED_ID = 1996  # BERT uncased: ids 0..1995 are [PAD], [unusedN], specials and single characters
+BATCH = 512
+
+
+def token_vectors(model_path: Path, vocab_size: int, cls_id: int, sep_id: int, pooling: str) -> npt.NDArray[np.float64]:
+    """The model's output for each id alone: ``[CLS] id [SEP]``, pooled."""
+    import onnxruntime as ort  # type: ignore[import-untyped]
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1  # one thread: the same sums in the same order on every run
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+    names = {i.name for i in session.get_inputs()}
+    out = np.empty((vocab_size, 0), dtype=np.float64)
+    for start in range(0, vocab_size, BATCH):
+        ids = np.arange(start, min(start + BATCH, vocab_size), dtype=np.int64)
+        batch = np.stack([np.full_like(ids, cls_id), ids, np.full_like(ids, sep_id)], axis=1)
+        feed = {"input_ids": batch, "attention_mask": np.ones_like(batch)}
+        if "token_type_ids" in names:
+            feed["token_type_ids"] = np.zeros_like(batch)
+        hidden = session.run(None, feed)[0].astype(np.float64)
+        if out.shape[1] == 0:
+            out = np.empty((vocab_size, hidden.shape[2]), dtype=np.float64)
+        out[ids] = hidden.mean(axis=1) if pooling == "mean" else hidden[:, 1]
+    return out
+
+
+def pca(x: npt.NDArray[np.float64], dim: int) -> npt.NDArray[np.float64]:
+    """Centred projection on the ``dim`` principal axes, signs fixed."""
+    centred = x - x.mean(axis=0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    axes = vt[:dim]
+    signs = np.sign(axes[np.arange(len(axes)), np.argmax(np.abs(axes), axis=1)])
+    return centred @ (axes * signs[:, None]).T
+
+
+def zipf_sif_weights(vocab_size: int, a: float) -> npt.NDArray[np.float64]:
+    """``a / (a + p)`` with ``p(rank) = 1 / (rank * ln V)``, rank 1 for every id
+    before the frequency-ordered words (specials and single characters, which
+    are common or never seen: either way they should weigh little)."""
+    rank = np.maximum(np.arange(vocab_size, dtype=np.float64) - (FIRST_RANKED_ID - 1), 1.0)
+    p = 1.0 / (rank * np.log(vocab_size))
+    return a / (a + p)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def build(source_dir: Path, out_dir: Path, dim: int, sif_a: float, pooling: str) -> dict[str, object]:
+    model_path, tokenizer_path = source_dir / "model.onnx", source_dir / "tokenizer.json"
+    tokenizer = json.loads(tokenizer_path.read_text(encoding="utf-8"))
+    vocab: dict[str, int] = tokenizer["model"]["vocab"]
+    vocab_size = max(vocab.values()) + 1
+    vectors = token_vectors(model_path, vocab_size, vocab["[CLS]"], vocab["[SEP]"], pooling)
+    if not 1 <= dim <= vectors.shape[1]:
+        raise SystemExit(f"--dim must be in 1..{vectors.shape[1]}, got {dim}")
+    table = pca(vectors, dim).astype(np.float16)
+    weights = zipf_sif_weights(vocab_size, sif_a).astype(np.float32)
+    config = {
+        "format": FORMAT,
+        "tokenizer_model": TOKENIZER_MODEL,
+        "tokenizer_sha256": sha256(tokenizer_path),
+        "source_model_sha256": sha256(model_path),
+        "vocab_size": vocab_size,
+        "dim": dim,
+        "recipe": {
+            "input": "[CLS] token [SEP], one token per sequence",
+            "pooling": pooling,
+            "pca": "centred, float64 SVD, each axis's largest loading positive",
+            "weights": "SIF a / (a + p), p = 1 / (rank * ln V), rank = id - first_ranked_id + 1 (at least 1)",
+            "sif_a": sif_a,
+            "first_ranked_id": FIRST_RANKED_ID,
+            "table_dtype": "float16",
+        },
+        "script": "scripts/build_static_table.py",
+    }
+    return write_model(out_dir, table, weights, config)
+
+
+def write_model(out_dir: Path, table: npt.NDArray[np.float16], weights: npt.NDArray[np.float32], config: dict[str, object]) -> dict[str, object]:
+    """The files `StaticEmbedder` loads, byte-for-byte the same for the same arrays."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    np.save(out_dir / "table.npy", table)
+    np.save(out_dir / "weights.npy", weights)
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    sums = {name: sha256(out_dir / name) for name in ("config.json", "table.npy", "weights.npy")}
+    (out_dir / "SHA256SUMS").write_text("".join(f"{h}  {n}\n" for n, h in sums.items()), encoding="utf-8")
+    return {"sha256": sums, "sizes": {n: (out_dir / n).stat().st_size for n in sums}}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--source", type=Path, default=SOURCE_DIR, help="directory with model.onnx and tokenizer.json")
+    parser.add_argument("--out", type=Path, default=OUT_DIR)
+    parser.add_argument("--dim", type=int, default=DIM)
+    parser.add_argument("--sif-a", type=float, default=SIF_A)
+    parser.add_argument("--pooling", choices=["mean", "token"], default="mean")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    info = build(args.source, args.out, args.dim, args.sif_a, args.pooling)
+    print(f"wrote {args.out} in {time.perf_counter() - start:.0f} s")
+    for name, digest in info["sha256"].items():  # type: ignore[attr-defined]
+        print(f"  {digest}  {name}  ({info['sizes'][name]} bytes)")  # type: ignore[index]
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
