@@ -94,11 +94,12 @@ def texttiling(s: np.ndarray, k: int, w: int = 6) -> list[int]:
     ids=["n_segments=10", "n_segments=50", "target_tokens=8000,max_tokens=16000", "max_tokens=4000"],
 )
 def test_segment_ctxengine(benchmark, kwargs) -> None:
-    benchmark.group = "segment 2000 blocks"
+    label = ",".join(f"{k}={v}" for k, v in kwargs.items() if k != "tokens")
+    benchmark.group = f"segment 2000 blocks {label}"
     out = benchmark(ctxengine.segment, SIM, **kwargs)
     assert (np.diff(out) > 0).all()
 
 
 def test_segment_texttiling_numpy(benchmark) -> None:
-    benchmark.group = "segment 2000 blocks"
+    benchmark.group = "segment 2000 blocks n_segments=50"
     benchmark(texttiling, SIM, 50)

@@ -14,14 +14,18 @@ turns cut at 256 tokens), ``static`` (`ctxengine.StaticEmbedder`, whole turns),
 ``bm25`` (`ctxengine.Bm25`, default k1/b), and fusions of a dense ranking with
 BM25: ``+bm25 rrf`` (reciprocal rank fusion, ``sum 1/(60 + rank)``) and
 ``+bm25 z`` (sum of the two score vectors, each standardised to mean 0 and
-standard deviation 1 over the history's turns).
+standard deviation 1 over the history's turns). ``static`` averages token
+vectors with the table's frequency weights (the default), ``static_uniform``
+takes their plain mean (``StaticEmbedder(weighted=False)``).
 
-MiniLM is slow (~4M tokens for the 60 histories, ~30 min on 2 cores), so its
-turn embeddings are cached per history under ``--cache`` (default: the
-system temp directory), keyed by the model file's sha256; ``--limit N`` takes
-the first N histories (sorted by file name) for a quicker look.
+MiniLM is slow (~3.8M tokens for the 60 histories: 20 min on an idle
+2-core machine at 3,500 tokens/s, over an hour on a busy one), so its turn
+embeddings are cached per history under ``--cache`` (default: the system
+temp directory), keyed by the model file's sha256; ``--limit N`` takes the
+first N histories (sorted by file name) for a quicker look. ``--dataset
+oracle`` runs the same comparison on longmemeval_oracle (326 questions).
 
-    python benches/eval_retrieval.py [--limit N] [--methods minilm,static,bm25]
+    python benches/eval_retrieval.py [--limit N] [--methods minilm,static,static_uniform,bm25]
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ import numpy.typing as npt
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("CTXENGINE_SHARED_DATA", REPO.parent / "shared" / "data"))  # as benches/conftest.py
 LONGMEMEVAL_S = DATA / "conversations" / "longmemeval_s"
-TOP = 10
+LONGMEMEVAL_ORACLE = DATA / "conversations" / "longmemeval_oracle"
 RRF_K = 60.0
 
 Scores = npt.NDArray[np.float64]
@@ -56,22 +60,24 @@ class History:
     evidence: npt.NDArray[np.bool_]
 
 
-def histories(limit: int | None) -> Iterator[History]:
-    for path in sorted(LONGMEMEVAL_S.glob("*.json"))[:limit]:
+def histories(directory: Path, limit: int | None, min_turns: int = 0) -> Iterator[History]:
+    for path in sorted(directory.glob("*.json"))[:limit]:
         item = json.loads(path.read_text(encoding="utf-8"))
         turns = [t for session in item["haystack_sessions"] for t in session]
+        if len(turns) < min_turns:
+            continue
         yield History(
-            question_id=path.stem,
+            question_id=f"{directory.name}/{path.stem}",
             question=item["question"],
             turns=[t["content"] for t in turns],
             evidence=np.array([bool(t.get("has_answer")) for t in turns]),
         )
 
 
-def recall_precision(scores: Scores, evidence: npt.NDArray[np.bool_]) -> tuple[float, float]:
-    top = np.argsort(-scores, kind="stable")[:TOP]
+def recall_precision(scores: Scores, evidence: npt.NDArray[np.bool_], k: int = 10) -> tuple[float, float]:
+    top = np.argsort(-scores, kind="stable")[:k]
     hits = int(evidence[top].sum())
-    return hits / int(evidence.sum()), hits / TOP
+    return hits / int(evidence.sum()), hits / k
 
 
 def rrf(*score_lists: Scores) -> Scores:
@@ -102,6 +108,7 @@ class MiniLM:
 
     def turn_vectors(self, h: History) -> npt.NDArray[np.float32]:
         path = self.cache / f"{h.question_id}.npy"
+        path.parent.mkdir(parents=True, exist_ok=True)
         if path.is_file():
             cached = np.load(path)
             if cached.shape[0] == len(h.turns):
@@ -124,10 +131,10 @@ class MiniLM:
 class Static:
     """Cosine to the question with `ctxengine.StaticEmbedder` (no cache: it is fast)."""
 
-    def __init__(self, path: str | None = None) -> None:
+    def __init__(self, path: str | None = None, weighted: bool = True) -> None:
         from ctxengine import StaticEmbedder
 
-        self.embedder = StaticEmbedder(path)
+        self.embedder = StaticEmbedder(path, weighted=weighted)
         self.seconds = 0.0
 
     def __call__(self, h: History) -> Scores:
@@ -143,9 +150,11 @@ def bm25(h: History) -> Scores:
     return np.asarray(Bm25(h.turns).scores(h.question), dtype=np.float64)
 
 
-def evaluate(methods: dict[str, Callable[[History], Scores]], limit: int | None, progress: bool) -> dict[str, list[tuple[float, float]]]:
+def evaluate(
+    methods: dict[str, Callable[[History], Scores]], stories: Iterator[History], k: int, progress: bool
+) -> dict[str, list[tuple[float, float]]]:
     rows: dict[str, list[tuple[float, float]]] = {}
-    for n, h in enumerate(histories(limit), 1):
+    for n, h in enumerate(stories, 1):
         if not h.evidence.any():
             continue  # abstention questions: nothing to find
         scores = {name: method(h) for name, method in methods.items()}
@@ -154,7 +163,7 @@ def evaluate(methods: dict[str, Callable[[History], Scores]], limit: int | None,
                 scores[f"{dense}+bm25 rrf"] = rrf(scores[dense], scores["bm25"])
                 scores[f"{dense}+bm25 z"] = zsum(scores[dense], scores["bm25"])
         for name, s in scores.items():
-            rows.setdefault(name, []).append(recall_precision(s, h.evidence))
+            rows.setdefault(name, []).append(recall_precision(s, h.evidence, k))
         if progress:
             print(f"  [{n}] {h.question_id}: {len(h.turns)} turns", file=sys.stderr, flush=True)
     return rows
@@ -163,13 +172,21 @@ def evaluate(methods: dict[str, Callable[[History], Scores]], limit: int | None,
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, default=None, help="first N histories only")
-    parser.add_argument("--methods", default="minilm,static,bm25")
+    parser.add_argument(
+        "--dataset",
+        choices=["s", "oracle"],
+        default="s",
+        help="longmemeval_s (top 10; the headline), or longmemeval_oracle as a second, larger set: "
+        "the evidence sessions only, histories of at least 15 turns, top 3",
+    )
+    parser.add_argument("--methods", default="minilm,static,static_uniform,bm25")
     parser.add_argument("--static-path", default=None, help="a StaticEmbedder table other than the shipped one")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "ctxengine-eval-cache")
     parser.add_argument("--progress", action="store_true")
     args = parser.parse_args()
-    if not LONGMEMEVAL_S.is_dir():
-        print(f"skipped: evaluation data not found at {LONGMEMEVAL_S} (set CTXENGINE_SHARED_DATA)")
+    directory, k, min_turns = (LONGMEMEVAL_S, 10, 0) if args.dataset == "s" else (LONGMEMEVAL_ORACLE, 3, 15)
+    if not directory.is_dir():
+        print(f"skipped: evaluation data not found at {directory} (set CTXENGINE_SHARED_DATA)")
         return 0
     wanted = args.methods.split(",")
     methods: dict[str, Callable[[History], Scores]] = {}
@@ -178,15 +195,17 @@ def main() -> int:
         methods["minilm"] = minilm = MiniLM(args.cache)
     if "static" in wanted:
         methods["static"] = static = Static(args.static_path)
+    if "static_uniform" in wanted:
+        methods["static_uniform"] = Static(args.static_path, weighted=False)
     if "bm25" in wanted:
         methods["bm25"] = bm25
-    rows = evaluate(methods, args.limit, args.progress)
+    rows = evaluate(methods, histories(directory, args.limit, min_turns), k, args.progress)
     count = len(next(iter(rows.values()), []))
-    print(f"LongMemEval-S turn retrieval, {count} questions with evidence (limit={args.limit}), top {TOP}")
-    print(f"{'method':>18} {'recall@10':>10} {'precision@10':>13}")
+    print(f"{directory.name} turn retrieval, {count} questions with evidence (limit={args.limit}), top {k}")
+    print(f"{'method':>22} {f'recall@{k}':>10} {f'precision@{k}':>13}")
     for name, values in rows.items():
         r, p = np.mean(values, axis=0)
-        print(f"{name:>18} {100 * r:>10.1f} {100 * p:>13.1f}")
+        print(f"{name:>22} {100 * r:>10.1f} {100 * p:>13.1f}")
     if minilm is not None and minilm.tokens:
         print(f"minilm: {minilm.tokens} tokens embedded in {minilm.seconds:.0f} s (rest from {minilm.cache})")
     if static is not None:

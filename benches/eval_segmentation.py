@@ -27,9 +27,10 @@ topic words from function words). ``--vectors static`` uses
     python benches/eval_segmentation.py [--sets choi,dialseg711,tiage] [--fit doc|corpus]
                                         [--vectors tfidf|static] [--limit N]
 
-How the objective was chosen (Python prototypes of the same DP, TF-IDF fitted
-per document; Pk on Choi 3-11 first 100 texts / DialSeg711 every 3rd
-dialogue, gold K; lower is better):
+How the objective was chosen (Python prototypes of the same exact DP, TF-IDF
+fitted per document, gold K; Pk on subsets: Choi 3-11's first 100 texts and
+DialSeg711's every 3rd dialogue, except the last row, which is this script's
+full run; lower is better):
 
 ======================================================  ======  =========
 objective                                                Choi    DialSeg
@@ -42,15 +43,30 @@ C99 itself (rank + divisive, gold K)                     0.262   0.396
 exact DP of C99's density (Dinkelbach)                   0.210   0.381
 profile / spectral-embedding similarity                  >0.12   >0.33
 row z-score, centred, r = 0                              0.127   0.329
-row z-score clipped at 0, minus 0.5, r = 0.3 (chosen)    0.113   0.318
+row z-score clipped at 0, minus 0.5, r = 0.3 (chosen)    0.117   0.327
   + length prior (Gaussian / log), box smoothing, local   no gain
   z, double z, hard-EM likelihood ratios, top-eigen
   deflation, kernel centring, degree normalisation
 ======================================================  ======  =========
 
-With IDF fitted on the corpus, DialSeg711 improves to ~0.29-0.30 at the same
-settings. TextTiling on the same matrices: 0.26-0.31 (Choi), 0.35-0.38
-(DialSeg).
+Full runs of this script (release build; Pk / WindowDiff, gold K):
+
+============  ===========================  ===============  ===============
+vectors       method                       Choi 3-11        DialSeg711
+============  ===========================  ===============  ===============
+tfidf, doc    segment                      0.117 / 0.124    0.327 / 0.335
+tfidf, doc    spectral labels, then split  0.437 / 0.796    0.528 / 0.804
+tfidf, doc    texttiling                   0.259 / 0.306    0.348 / 0.371
+tfidf, corpus segment                      0.105 / 0.111    0.298 / 0.306
+tfidf, corpus spectral labels, then split  0.375 / 0.673    0.504 / 0.746
+tfidf, corpus texttiling                   0.250 / 0.303    0.328 / 0.351
+static        segment                      0.093 / 0.107    0.292 / 0.302
+static        spectral labels, then split  0.423 / 0.767    0.511 / 0.771
+static        texttiling                   0.175 / 0.210    0.308 / 0.325
+============  ===========================  ===============  ===============
+
+TIAGE (segment / spectral / texttiling, Pk): tfidf doc 0.407 / 0.478 /
+0.406; tfidf corpus 0.387 / 0.469 / 0.404; static 0.349 / 0.462 / 0.366.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ The model2vec recipe, on the int8 all-MiniLM-L6-v2 shipped in
 models/all-MiniLM-L6-v2/:
 
 1. every vocabulary id ``t`` goes through the model alone, as ``[CLS] t [SEP]``;
-   the token's vector is the mean of the three output vectors (the model's own
-   mean pooling of that one-token sentence);
+   the token's vector is the model's output at ``t``'s position (``--pooling
+   mean`` takes the mean of the three outputs instead: a little better alone,
+   worse fused with BM25, see models/minilm-static/README.md);
 2. PCA: the vectors are centred and projected on their ``--dim`` principal
    axes (float64 SVD; each axis's sign fixed so that its largest loading is
    positive, so the table does not depend on the LAPACK build);
@@ -43,7 +44,7 @@ FORMAT = "ctxengine-static-1"
 TOKENIZER_MODEL = "all-MiniLM-L6-v2"
 
 DIM = 256
-SIF_A = 1e-3
+SIF_A = 3e-3
 FIRST_RANKED_ID = 1996  # BERT uncased: ids 0..1995 are [PAD], [unusedN], specials and single characters
 BATCH = 512
 
@@ -142,7 +143,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=OUT_DIR)
     parser.add_argument("--dim", type=int, default=DIM)
     parser.add_argument("--sif-a", type=float, default=SIF_A)
-    parser.add_argument("--pooling", choices=["mean", "token"], default="mean")
+    parser.add_argument("--pooling", choices=["token", "mean"], default="token")
     args = parser.parse_args()
     start = time.perf_counter()
     info = build(args.source, args.out, args.dim, args.sif_a, args.pooling)

@@ -115,6 +115,18 @@ def test_token_ids_and_embedding_match_tokenizers_on_any_text(embedder: StaticEm
     np.testing.assert_allclose(embedder.embed(text), want, atol=1e-5, rtol=0)
 
 
+def test_unweighted_is_the_plain_mean(embedder: StaticEmbedder) -> None:
+    plain = StaticEmbedder(weighted=False)
+    table = np.load(embedder.path / "table.npy").astype(np.float64)
+    text = "Plain means weigh every token alike, even the and of."
+    mean = table[plain.token_ids(text)].mean(axis=0)
+    np.testing.assert_allclose(plain.embed(text), mean / np.linalg.norm(mean), atol=1e-5, rtol=0)
+    assert not np.allclose(plain.embed(text), embedder.embed(text), atol=1e-3)
+    assert "weighted=False" in repr(plain)
+    with pytest.raises(InvalidTypeError, match="weighted"):
+        StaticEmbedder(weighted=1)  # type: ignore[arg-type]
+
+
 def test_same_call_shapes_as_embedder(embedder: StaticEmbedder) -> None:
     assert embedder.embed([]).shape == (0, embedder.dim)
     assert embedder.embed(("a", "b")).shape == (2, embedder.dim)

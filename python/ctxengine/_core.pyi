@@ -166,11 +166,13 @@ def segment(
     and a segment of L blocks scores ``sum of w over its ordered pairs /
     L**0.3``. Per-row standardisation removes the "every sentence shares
     'the'" floor of sparse similarities; the 0.5 threshold makes unrelated
-    pairs cost; the exponent 0.3 is the length prior (0 would favour few long
-    segments, 1 fragments). Ties go to the earliest boundaries. O(K * n^2 / 2)
-    with K segments (less under ``max_tokens``); for K > 12 a Lagrangian
+    pairs cost; the exponent 0.3 is the length prior (0 lets long segments
+    collect evidence quadratically, larger values push towards equal
+    lengths). Ties go to the earliest boundaries. O(K * n^2 / 2)
+    with K segments (less under ``max_tokens``); for K > 24 a Lagrangian
     search over the segment count runs first and is exact whenever it hits K
-    (else the K-layer program runs). GIL released.
+    (else the K-layer program runs). Memory O(K * n) beyond the input. GIL
+    released.
     """
 
 # [decay]
@@ -426,6 +428,9 @@ def select_options(
     method: Literal["auto", "dp", "core"] = "auto",
 ) -> tuple[npt.NDArray[np.int64], _SelectionInfo]: ...
 # [static_embed]
+from typing import final as _final
+
+@_final
 class StaticTable:
     """The compiled half of ``ctxengine.StaticEmbedder``: a Hugging Face
     tokenizer plus a token table. A text's vector is the weighted mean of the
@@ -442,12 +447,12 @@ class StaticTable:
     a missing tokenizer file raises ``MissingFileError``.
     """
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         tokenizer_path: str | PathLike[str],
         table: npt.NDArray[np.float32],
         weights: npt.NDArray[np.float32],
-    ) -> None: ...
+    ) -> StaticTable: ...
     @property
     def dim(self) -> int:
         """Columns of the table: the embedding dimension."""
@@ -457,9 +462,9 @@ class StaticTable:
     @property
     def has_fast_tokenizer(self) -> bool:
         """Whether printable-ASCII text takes the direct WordPiece path."""
-    def encode(self, texts: str | list[str] | tuple[str, ...]) -> npt.NDArray[np.float32]:
+    def encode(self, texts: str | list[str] | tuple[str, ...], /) -> npt.NDArray[np.float32]:
         """``(dim,)`` for a str, ``(len(texts), dim)`` float32 for a list or tuple."""
-    def token_ids(self, text: str) -> list[int]:
+    def token_ids(self, text: str, /) -> list[int]:
         """The token ids a text is averaged over."""
-    def count_tokens(self, texts: str | list[str] | tuple[str, ...]) -> npt.NDArray[np.int64]:
+    def count_tokens(self, texts: str | list[str] | tuple[str, ...], /) -> npt.NDArray[np.int64]:
         """Token counts of the texts (a str counts as a list of one)."""

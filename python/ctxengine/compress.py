@@ -155,6 +155,7 @@ class _Block:
     start: int
     end: int
     tokens: int
+    sentences: list[int]
 
 
 @dataclass
@@ -162,6 +163,7 @@ class _Chunk:
     spans: list[tuple[int, int]]
     source: str
     tokens: int
+    sentences: list[Sentence] = field(default_factory=list)
     summary: str = ""
     summary_tokens: int = 0
     level: int = 0
@@ -235,7 +237,8 @@ def compress(
     for group in groups:
         spans = _merge_spans([(blocks[b].start, blocks[b].end) for b in group])
         source = "\n".join(text[s:e] for s, e in spans)
-        chunks.append(_Chunk(spans, source, sum(blocks[b].tokens for b in group)))
+        members = [sentences[i] for b in group for i in blocks[b].sentences]
+        chunks.append(_Chunk(spans, source, sum(blocks[b].tokens for b in group), members))
     chunks.sort(key=lambda c: c.spans[0][0])
     for c in chunks:
         c.summary, c.summary_tokens = c.source, c.tokens
@@ -355,9 +358,10 @@ def _summarize_level(
         i, share = job
         c = chunks[i]
         if isinstance(engine, ExtractiveSummarizer):
-            ex = engine.extract(c.summary, share, query)
-            spans = _source_spans(c, ex.spans) if level == 1 else c.sentence_spans
-            return i, ex.text, spans
+            if level == 1 and c.sentences:  # the topic's own sentences, split once for the whole text
+                ex = engine.select(c.sentences, share, query)
+                return i, ex.text, ex.spans
+            return i, engine.extract(c.summary, share, query).text, c.sentence_spans
         (summary,) = engine.summarize([c.summary], share, query)
         return i, summary, []
 
@@ -375,7 +379,7 @@ def _summarize_level(
                 bar.update()
     method = type(engine).__name__ if level == 1 else ("ExtractiveSummarizer" if level == 2 else "key_points")
     summaries = [s for _, s, _ in results]
-    counts = tok.count(summaries).tolist() if summaries else []
+    counts = np.asarray(tok.count(summaries)).tolist() if summaries else []
     for (i, summary, spans), n in zip(results, counts):
         c = chunks[i]
         c.summary, c.summary_tokens, c.level, c.method = summary.strip(), int(n), level, method
@@ -403,23 +407,6 @@ def _squeeze(chunks: list[_Chunk], limit: int, sep: int, engine: ExtractiveSumma
         c.summary_tokens = int(tok.count(c.summary)) if c.summary else 0
 
 
-def _source_spans(chunk: _Chunk, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Spans in ``chunk.source`` mapped to the original text."""
-    if len(chunk.spans) == 1:
-        base = chunk.spans[0][0]
-        return [(base + s, base + e) for s, e in spans]
-    out = []
-    offsets = []
-    position = 0
-    for s, e in chunk.spans:  # source = spans joined by "\n"
-        offsets.append((position, s))
-        position += e - s + 1
-    for s, e in spans:
-        local, origin = max((o for o in offsets if o[0] <= s), key=lambda o: o[0])
-        out.append((origin + s - local, origin + e - local))
-    return out
-
-
 def _merge_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Sorted spans with contiguous ones (only whitespace between) merged."""
     out: list[tuple[int, int]] = []
@@ -435,7 +422,7 @@ def _blocks(text: str, sentences: list[Sentence], tok: Tokenizer, block_tokens: 
     """Speaker turns, or paragraphs outside turns; a unit over ``block_tokens``
     is cut into sentence groups of about a quarter of it."""
     if not sentences:
-        return [_Block(0, len(text), int(tok.count(text)))]
+        return [_Block(0, len(text), int(tok.count(text)), [])]
     paragraph = _paragraph_ids(text, sentences)
     units: list[list[int]] = []
     key_prev: tuple[int, int] | None = None
@@ -445,7 +432,7 @@ def _blocks(text: str, sentences: list[Sentence], tok: Tokenizer, block_tokens: 
             units.append([])
             key_prev = key
         units[-1].append(i)
-    counts = tok.count([s.text for s in sentences]).tolist()
+    counts = np.asarray(tok.count([s.text for s in sentences])).tolist()
     starts = [_line_start(text, s) for s in sentences]
     blocks: list[_Block] = []
     group_tokens = max(1, block_tokens // 4)
@@ -453,9 +440,9 @@ def _blocks(text: str, sentences: list[Sentence], tok: Tokenizer, block_tokens: 
         size = sum(counts[i] for i in unit) + len(unit)
         groups = [unit] if size <= block_tokens else _cut(unit, counts, group_tokens, block_tokens)
         for g in groups:
-            blocks.append(_Block(starts[g[0]], sentences[g[-1]].end, 0))
+            blocks.append(_Block(starts[g[0]], sentences[g[-1]].end, 0, g))
     # the real block sizes, separators and labels included
-    for b, n in zip(blocks, tok.count([text[b.start : b.end] for b in blocks]).tolist()):
+    for b, n in zip(blocks, np.asarray(tok.count([text[b.start : b.end] for b in blocks])).tolist()):
         b.tokens = int(n)
     return blocks
 

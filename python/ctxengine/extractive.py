@@ -23,6 +23,11 @@ every sentence's form (whole / pruned / dropped) on F linearised around the
 selection, which also fills the budget's last tokens, and its plan is kept
 when F improves. The rendered summary is counted exactly with the
 summarizer's tokenizer and trimmed or topped up to the target.
+
+Rendering: sentences of one source line stay on one line; a speaker label
+(``user:``) is written only where the speaker changes, so kept sentences of
+consecutive turns of one speaker merge under one label instead of paying for
+it again.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -39,7 +44,8 @@ import numpy.typing as npt
 
 from ctxengine._core import Bm25, Tokenizer, cosine_similarity, select_options
 from ctxengine.errors import CtxEngineError, InvalidInputError, InvalidTypeError
-from ctxengine.summarize import BaseSummarizer
+from ctxengine.progress import ProgressBar
+from ctxengine.summarize import BaseSummarizer, check_targets
 
 __all__ = [
     "ExtractiveSummarizer",
@@ -226,30 +232,24 @@ def is_source_wording(summary: str, source: str) -> bool:
 
 # ---- entities --------------------------------------------------------------------------
 
-# Names (capitalised words, acronyms), numbers and dates: what must survive verbatim.
-_ENTITY = re.compile(r"\b[A-Z][A-Za-z'’]*[a-z][\w'’]*|\b[A-Z]{2,}\b|\d+(?:[.,:/-]\d+)*")
-# Capitalised words that only open a sentence: not names.
+# Capitalised words that open sentences or contractions ("Don't"): not names.
 _NOT_NAMES = frozenset(
-    """The A An And But Or So If It Its This That These Those There Here What When Where Which Who Why How
+    """The An And But Or So If It Its This That These Those There Here What When Where Which Who Why How
     Yes No Ok Okay Sure Thanks Thank Please Hi Hello Hey Also However Great Good Well My Your Our Their We
-    You He She They Is Are Was Were Be Can Could Would Should Will Do Does Did Let Let's In On At For To Of
+    You He She They Is Are Was Were Be Can Could Would Should Will Do Does Did Let In On At For To Of
     With From By About Just Some Any All Not As Additionally Finally Overall Remember Consider Try Make Keep
     Use Each Every Other Another Many Most More Once Then Now After Before While Since Because Although
-    Even Both Either Neither One First Second Third Next Last Note Example Instead Otherwise Still Yet I""".split()
+    Even Both Either Neither One First Second Third Next Last Note Example Instead Otherwise Still Yet
+    Don Didn Doesn Isn Aren Wasn Weren Won Couldn Wouldn Shouldn Haven Hasn Hadn""".split()
 )
+# Names (capitalised words, acronyms), numbers and dates: what must survive verbatim.
+_ENTITY = re.compile(r"\b[A-ZÀ-ÖØ-Þ][^\W\d_]*[a-zß-öø-ÿ][^\W\d_]*|\b[A-Z]{2,}\b|\d+(?:[.,:/-]\d+)*")
 SINGLE_MENTION_WEIGHT = 0.3
 
 
 def entities(text: str) -> list[str]:
     """Names, numbers and dates in ``text``, verbatim, with repeats."""
-    out = []
-    for m in _ENTITY.finditer(text):
-        value = m.group(0).rstrip("'’")
-        if value not in _NOT_NAMES and not value.endswith(("'s", "’s")):
-            out.append(value)
-        elif value.endswith(("'s", "’s")) and value[:-2] not in _NOT_NAMES:
-            out.append(value[:-2])
-    return out
+    return [e for e in _ENTITY.findall(text) if e not in _NOT_NAMES]
 
 
 # ---- vectors ---------------------------------------------------------------------------
@@ -382,7 +382,9 @@ class ExtractiveSummarizer(BaseSummarizer):
     - ``forms``: which form of a sentence may be used: ``"both"`` (whole or
       filler-pruned, the default), ``"whole"`` (whole sentences only) or
       ``"pruned"`` (pruned only: terse key points);
-    - ``tokenizer``: the exact counter of the target (default ``o200k_base``).
+    - ``tokenizer``: the exact counter of the target (default ``o200k_base``);
+    - ``progress``: a progress bar on stderr when a call summarises more than
+      a few texts, is slow, and runs on a terminal (``False``: never).
 
     ``extract(text, target_tokens, query)`` returns the choice with its source
     spans (`Extract`); ``summarize`` returns the texts.
@@ -397,6 +399,7 @@ class ExtractiveSummarizer(BaseSummarizer):
         forms: str = "both",
         tokenizer: Tokenizer | None = None,
         always_summarize: bool = False,
+        progress: bool = True,
     ) -> None:
         super().__init__(tokenizer=tokenizer, always_summarize=always_summarize)
         if embedder is not None and not callable(getattr(embedder, "embed", None)):
@@ -411,6 +414,7 @@ class ExtractiveSummarizer(BaseSummarizer):
         if forms not in FORMS:
             raise InvalidInputError(f"forms: expected one of {list(FORMS)}, got {forms!r}")
         self.forms = forms
+        self.progress = bool(progress)
 
     @property
     def embedder(self) -> SentenceEmbedder:
@@ -419,7 +423,12 @@ class ExtractiveSummarizer(BaseSummarizer):
         return self._embedder
 
     def _summarize_many(self, texts: list[str], targets: list[int], query: str | None) -> list[str]:
-        return [self._extract(t, n, query).text for t, n in zip(texts, targets)]
+        out = []
+        with ProgressBar(len(texts), "summarize", unit="texts", enabled=self.progress) as bar:
+            for t, n in zip(texts, targets):
+                out.append(self._extract(t, n, query).text)
+                bar.update()
+        return out
 
     def extract(self, text: str, target_tokens: int, query: str | None = None) -> Extract:
         """The summary of one text with what was chosen and where it comes from."""
@@ -434,6 +443,7 @@ class ExtractiveSummarizer(BaseSummarizer):
     def select(self, sentences: list[Sentence], target: int, query: str | None = None) -> Extract:
         """The summary made of some of ``sentences`` (from `split_sentences`,
         possibly a slice of a longer text's: `compress` passes each topic's)."""
+        check_targets(target, 1)
         if not sentences:
             return Extract("", 0, sentences, [])
         tok = self.tokenizer
@@ -441,12 +451,17 @@ class ExtractiveSummarizer(BaseSummarizer):
         # each form's cost with the separator it is rendered after; count each distinct string once
         strings = [("\n" if s.line_start else " ") + form for s in sentences for form in (s.text, s.pruned)]
         distinct = list(dict.fromkeys(strings))
-        counted = dict(zip(distinct, tok.count(distinct).tolist()))
+        counted = dict(zip(distinct, np.asarray(tok.count(distinct)).tolist()))
         costs = np.array([counted[x] for x in strings], dtype=np.int64).reshape(n, 2)  # whole, pruned
         empty_pruned = np.array([not s.pruned for s in sentences])
         weights = costs.astype(np.float64)  # token weights of the mean vector, per form
         texts = [s.text for s in sentences]
         vectors = np.asarray(self.embedder.embed(texts + ([query] if query else [])), dtype=np.float32)
+        if vectors.ndim != 2 or len(vectors) != n + bool(query) or not np.isfinite(vectors).all():
+            raise InvalidInputError(
+                f"embedder: {type(self.embedder).__name__}.embed returned an array of shape {vectors.shape} "
+                f"(or with NaN/inf) for {n + bool(query)} texts; expected finite (n, dim) vectors, one row per text"
+            )
         qvec = vectors[n] if query else None
         vectors = vectors[:n]
         relevance = np.zeros(n)
@@ -460,14 +475,16 @@ class ExtractiveSummarizer(BaseSummarizer):
             self.entity_weight, self.query_weight if query else 0.0, target,
         )
         allowed = np.ones((n, 2), dtype=bool)
-        allowed[empty_pruned, PRUNED] = False
+        allowed[empty_pruned, :] = False  # all filler: neither form says anything
         if self.forms == "whole":
             allowed[:, PRUNED] = False
         elif self.forms == "pruned":
             allowed[:, FULL] = False
         budget = target
         chosen: dict[int, int] = {}
-        for _ in range(4):  # the separators and speaker labels cost a little more than the sum
+        # Speaker labels cost more than the parts' sum: one more plan with that
+        # much less, then `_fit` settles the last tokens.
+        for _ in range(2):
             chosen = self._best_plan(obj, costs, weights, allowed, budget)
             rendered, count = self._render(sentences, chosen)
             if count <= target:
@@ -532,43 +549,40 @@ class ExtractiveSummarizer(BaseSummarizer):
         exponent: float,
     ) -> dict[int, int]:
         """Cost-benefit greedy on F: add the sentence form with the best gain
-        per token^r that still fits, until none does or none gains."""
-        n = len(costs)
+        per token^r that still fits, until none does or none gains. Both forms
+        are scored at once ((n, 2) arrays); entity gains are updated only for
+        the entities a step newly covers."""
         chosen: dict[int, int] = {}
-        free = np.ones(n, dtype=bool)
         sm = ss = 0.0
-        se = np.zeros(n)
-        cover = np.zeros(obj.ent[0].shape[1])
+        se = np.zeros(len(costs))
+        covered = np.zeros(obj.ent[0].shape[1], dtype=bool)
         spent = 0
         scale = np.maximum(costs.astype(np.float64), 1.0) ** exponent
+        open_ = allowed.copy()
+        mu, self_sim = obj.mu[:, None], obj.self_sim[:, None]
+        fixed_gain = obj.rel[:, None] * weights + np.column_stack([a @ obj.ent_weights for a in obj.ent])
         while True:
-            base = obj.value(sm, ss, cover, 0.0)
-            uncovered = obj.ent_weights * (cover == 0)
-            best, best_ratio = None, 0.0
-            for form in (FULL, PRUNED):
-                w = weights[:, form]
-                sm2 = sm + w * obj.mu
-                ss2 = ss + 2 * w * se + w * w * obj.self_sim
-                cos = np.where(ss2 > 1e-12, sm2 / np.sqrt(np.maximum(ss2, 1e-12)), 0.0)
-                gain = cos - (sm / math.sqrt(ss) if ss > 1e-12 else 0.0)
-                gain = gain + obj.ent[form] @ uncovered + obj.rel * w
-                ok = free & allowed[:, form] & (costs[:, form] <= budget - spent)
-                ratio = np.where(ok, gain / scale[:, form], -np.inf)
-                i = int(np.argmax(ratio))
-                if ratio[i] > best_ratio:
-                    best, best_ratio = (i, form), float(ratio[i])
-            if best is None:
+            sm2 = sm + weights * mu
+            ss2 = ss + 2 * weights * se[:, None] + weights * weights * self_sim
+            cos = sm2 / np.sqrt(np.maximum(ss2, 1e-12))
+            gain = cos - (sm / math.sqrt(ss) if ss > 1e-12 else 0.0) + fixed_gain
+            ratio = np.where(open_ & (costs <= budget - spent), gain / scale, -np.inf)
+            flat = int(np.argmax(ratio))
+            i, form = divmod(flat, 2)
+            if not ratio[i, form] > 0:
                 return chosen
-            i, form = best
             w_i = float(weights[i, form])
             sm += w_i * obj.mu[i]
             ss += 2 * w_i * se[i] + w_i * w_i * obj.self_sim[i]
             se += w_i * obj.gram[i]
-            cover += obj.ent[form][i]
+            newly = (obj.ent[form][i] > 0) & ~covered
+            if newly.any():
+                covered |= newly
+                dropped = obj.ent_weights[newly]
+                fixed_gain -= np.column_stack([a[:, newly] @ dropped for a in obj.ent])
             spent += int(costs[i, form])
-            free[i] = False
+            open_[i] = False
             chosen[i] = form
-            del base
 
     def _linear_values(
         self, obj: _Objective, weights: npt.NDArray[np.float64], chosen: dict[int, int]
@@ -577,28 +591,32 @@ class ExtractiveSummarizer(BaseSummarizer):
         everything else as chosen (n, 3: whole, pruned, dropped = 0)."""
         sel = {i: (f, float(weights[i, f])) for i, f in chosen.items()}
         sm, ss, se, cover = obj.state(sel)
-        rel_total = sum(obj.rel[i] * w for i, (_, w) in sel.items())
+        rel_total = float(sum(obj.rel[i] * w for i, (_, w) in sel.items()))
         n = len(weights)
         current = np.zeros(n)
-        for i, (f, w) in sel.items():
+        for i, (_, w) in sel.items():
             current[i] = w
         # remove each sentence's own contribution: s_i = s - w_i e_i
         sm_i = sm - current * obj.mu
         se_ii = se - current * obj.self_sim  # s_i . e_i
         ss_i = ss - 2 * current * se + current * current * obj.self_sim
-        own = np.zeros_like(cover, shape=(n, cover.shape[0]))
-        for i, (f, _) in sel.items():
-            own[i] = obj.ent[f][i]
-        cover_i = cover[None, :] - own  # (n, m): cover without sentence i
+        # an entity counts for sentence i if no other chosen sentence covers it:
+        # uncovered ones, and (for a chosen i) those only i covers
+        rows = np.fromiter(sel, dtype=np.int64, count=len(sel))
+        own = np.array([obj.ent[f][i] for i, (f, _) in sel.items()]).reshape(len(sel), cover.shape[0])
+        free_weights = obj.ent_weights * (cover == 0)
+        sole_weights = obj.ent_weights * (cover == 1)
         values = np.zeros((n, 3))
         cos_i = np.where(ss_i > 1e-12, sm_i / np.sqrt(np.maximum(ss_i, 1e-12)), 0.0)
         for form in (FULL, PRUNED):
-            w = weights[:, form]
-            sm2 = sm_i + w * obj.mu
-            ss2 = ss_i + 2 * w * se_ii + w * w * obj.self_sim
+            wf = weights[:, form]
+            sm2 = sm_i + wf * obj.mu
+            ss2 = ss_i + 2 * wf * se_ii + wf * wf * obj.self_sim
             cos = np.where(ss2 > 1e-12, sm2 / np.sqrt(np.maximum(ss2, 1e-12)), 0.0)
-            ent_gain = ((cover_i <= 0) * obj.ent[form]) @ obj.ent_weights
-            values[:, form] = cos - cos_i + ent_gain + obj.rel * w
+            ent_gain = obj.ent[form] @ free_weights
+            if len(rows):
+                ent_gain[rows] += (obj.ent[form][rows] * own) @ sole_weights
+            values[:, form] = cos - cos_i + ent_gain + obj.rel * wf
         return values, obj.value(sm, ss, cover, rel_total)
 
     def _polish(
@@ -675,12 +693,20 @@ class ExtractiveSummarizer(BaseSummarizer):
         return chosen
 
     def _fallback(self, sentences: list[Sentence], obj: _Objective, target: int) -> Extract:
-        """No sentence fits: the start of the most central one."""
-        i = int(np.argmax(obj.mu))
-        s = sentences[i]
-        text = self.tokenizer.truncate(s.pruned or s.text, target).strip()
-        return Extract(text, int(self.tokenizer.count(text)) if text else 0, sentences, [(i, PRUNED)], 0.0,
-                       [(s.start, s.end)])
+        """No sentence fits: the start of the most central one, cut after its
+        last whole word (or its first word that fits), never inside a word."""
+        tok = self.tokenizer
+        for i in np.argsort(-obj.mu, kind="stable").tolist():
+            s = sentences[i]
+            body = s.pruned or s.text
+            cut = tok.truncate(body, target).rstrip()
+            if cut and len(cut) < len(body) and body[len(cut)].isalnum() and cut[-1].isalnum():
+                cut = cut[: len(cut) - len(re.search(r"\w*$", cut).group(0))].rstrip()  # type: ignore[union-attr]
+            if not cut:
+                cut = next((w for w in re.findall(r"\w+", body) if tok.count_until(w, target) is not None), "")
+            if cut:
+                return Extract(cut, int(tok.count(cut)), sentences, [(i, PRUNED)], 0.0, [(s.start, s.end)])
+        return Extract("", 0, sentences, [])
 
     def _render(self, sentences: list[Sentence], chosen: dict[int, int]) -> tuple[str, int]:
         parts: list[str] = []
@@ -702,7 +728,7 @@ class ExtractiveSummarizer(BaseSummarizer):
 
 
 def _check_one(text: object, target_tokens: object, query: object) -> list[str]:
-    from ctxengine.summarize import check_targets, check_texts
+    from ctxengine.summarize import check_texts
 
     if not isinstance(text, str):
         raise InvalidTypeError(f"text: expected str, got {type(text).__name__}")
@@ -720,5 +746,3 @@ def _non_negative(value: object, argument: str) -> float:
         raise InvalidInputError(f"{argument}: must be a finite number >= 0, got {value}")
     return float(value)
 
-
-_ = Callable  # typing only

@@ -15,10 +15,12 @@ import time
 from types import TracebackType
 from typing import TextIO
 
-__all__ = ["ProgressBar", "MIN_ITEMS", "progress_wanted"]
+__all__ = ["ProgressBar", "MIN_ITEMS", "DEFAULT_DELAY", "progress_wanted"]
 
 #: Fewer items than this finish too fast for a bar to help.
 MIN_ITEMS = 4
+#: Seconds before the bar first appears: a call that ends sooner draws nothing.
+DEFAULT_DELAY = 0.5
 BAR_WIDTH = 24
 # Redraw at most this often (seconds): a terminal write per chunk would cost more than a small chunk.
 REDRAW_INTERVAL = 0.1
@@ -43,7 +45,8 @@ class ProgressBar:
 
     Draws ``label [#####.....] 3/8 chunks 0.4s`` on one line of ``stream``
     (stderr by default) when `progress_wanted` says so, and nothing otherwise;
-    the line is cleared-and-ended on exit so following output starts clean.
+    nothing either before ``delay`` seconds have passed, so quick calls stay
+    silent. A drawn line is ended on exit so following output starts clean.
     """
 
     def __init__(
@@ -54,6 +57,7 @@ class ProgressBar:
         enabled: bool = True,
         unit: str = "chunks",
         stream: TextIO | None = None,
+        delay: float | None = None,
     ) -> None:
         self.total = max(0, int(total))
         self.label = label
@@ -64,16 +68,18 @@ class ProgressBar:
         self._lock = threading.Lock()
         self._start = time.perf_counter()
         self._drawn = 0.0
+        self.delay = max(0.0, float(DEFAULT_DELAY if delay is None else delay))
+        self.drawn = False  # whether anything was written
 
     def __enter__(self) -> ProgressBar:
-        if self.active:
+        if self.active and self.delay == 0:
             self._draw(force=True)
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self.active:
+        if self.active and self.drawn:
             with self._lock:
                 self._draw(force=True)
                 self._write("\n")
@@ -94,6 +100,8 @@ class ProgressBar:
 
     def _draw(self, force: bool = False) -> None:
         now = time.perf_counter()
+        if now - self._start < self.delay and not self.drawn:
+            return
         if not force and now - self._drawn < REDRAW_INTERVAL:
             return
         self._drawn = now
@@ -103,5 +111,6 @@ class ProgressBar:
         try:
             self.stream.write(text)
             self.stream.flush()
+            self.drawn = True
         except (ValueError, OSError):  # the terminal went away: the work goes on without a bar
             self.active = False

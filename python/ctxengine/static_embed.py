@@ -66,9 +66,9 @@ TOKENIZER_FILE = "tokenizer.json"
 STATIC_MODEL_SPEC = ModelSpec(
     name=DEFAULT_STATIC_MODEL,
     files=(
-        ModelFile(TABLE_FILE, "8356e6ee891d85bd60b55aee3e0ac0f1be546deaf0d6d4d9e56fcc76b9b4c23b", 15_627_392),
-        ModelFile(WEIGHTS_FILE, "458b6ba552c58e74882a53755b986eadc2b51ce392730f786f75eaaee8b7e316", 122_216),
-        ModelFile(CONFIG_FILE, "d2bea3a609147029e2b5f592300fcc02b86a57d5c96ae85da0316b16473e3401", 697),
+        ModelFile(TABLE_FILE, "51581873ca9c3411694d7f88bf5a47885cc7dc7279e9755e47405901b6a5e049", 15_627_392),
+        ModelFile(WEIGHTS_FILE, "7c1c1ca76d962edda0a9e8530d27f8f161e8bc7124cf2c64c20277328bacba92", 122_216),
+        ModelFile(CONFIG_FILE, "a1f84d96a2cf128a7bd7679c82ea2124c0d4801f57de977a12fdbd795bd22f2c", 698),
     ),
     licence="Apache-2.0",
     source="distilled from all-MiniLM-L6-v2 (models/all-MiniLM-L6-v2/model.onnx) by scripts/build_static_table.py",
@@ -83,6 +83,12 @@ class StaticEmbedder:
     ``CTXENGINE_MODELS``, then the package), checking the sha256 of each file.
     ``StaticEmbedder(path)`` loads a static model directory (see the module
     docstring); a ``SHA256SUMS`` there is verified.
+
+    ``weighted=True`` (default) averages the token vectors with the table's
+    frequency weights (rare tokens count more): the better choice for cosine
+    retrieval on its own. ``weighted=False`` takes their plain mean: better
+    when the scores are fused with BM25, which already weighs rare terms (see
+    models/minilm-static/README.md for the figures).
 
     ``embed(list)`` returns a float32 array ``(len, dim)`` of unit vectors
     (``(0, dim)`` for an empty list); ``embed(str)`` returns one vector
@@ -102,7 +108,11 @@ class StaticEmbedder:
         path: str | os.PathLike[str] | None = None,
         *,
         models_dir: str | os.PathLike[str] | None = None,
+        weighted: bool = True,
     ) -> None:
+        if not isinstance(weighted, bool):
+            raise InvalidTypeError(f"weighted: expected bool, got {type(weighted).__name__}")
+        self.weighted = weighted
         if path is not None and models_dir is not None:
             raise InvalidInputError("path: pass either path= (the static model's directory) or models_dir=, not both")
         if path is None:
@@ -125,6 +135,8 @@ class StaticEmbedder:
         self.tokenizer_path = _tokenizer_path(self.path, self.config, models_dir)
         table = _load_array(table_path, np.float16, 2)
         weights = _load_array(weights_path, np.float32, 1)
+        if not weighted:
+            weights = np.ones_like(weights)
         try:
             self._table = _core.StaticTable(str(self.tokenizer_path), table.astype(np.float32), weights)
         except CtxEngineError as e:
@@ -144,7 +156,7 @@ class StaticEmbedder:
         return int(self._table.vocab_size)
 
     def __repr__(self) -> str:
-        return f"StaticEmbedder(path={str(self.path)!r}, dim={self.dim})"
+        return f"StaticEmbedder(path={str(self.path)!r}, dim={self.dim}, weighted={self.weighted})"
 
     def embed(self, texts: str | Sequence[str]) -> FloatArray:
         """Unit-norm embeddings: ``(len(texts), dim)`` for a list, ``(dim,)`` for one str."""

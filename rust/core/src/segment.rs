@@ -18,7 +18,7 @@ mod spectral;
 mod windows;
 
 pub use contiguous::{segment, SegmentOptions};
-pub use objective::segmentation_objective;
 pub use matrix::{Real, SYMMETRY_TOLERANCE};
 pub use mt19937::Mt19937;
+pub use objective::segmentation_objective;
 pub use spectral::{spectral_clustering, AssignLabels};

@@ -113,7 +113,9 @@ fn invalid_argument(e: Error) -> String {
 #[test]
 fn spectral_rejects_bad_input() {
     let ok = Array2::from_elem((4, 4), 0.5f64);
-    let err = |a: &Array2<f64>, k: usize| invalid_argument(spectral_clustering(a.view(), k, AssignLabels::Discretize, 0).unwrap_err());
+    let err = |a: &Array2<f64>, k: usize| {
+        invalid_argument(spectral_clustering(a.view(), k, AssignLabels::Discretize, 0).unwrap_err())
+    };
     assert_eq!(err(&Array2::zeros((3, 4)), 2), "affinity");
     assert_eq!(err(&Array2::zeros((0, 0)), 1), "affinity");
     let mut nan = ok.clone();
@@ -267,7 +269,8 @@ fn segment_many_segments_uses_an_exact_method() {
 fn segment_finds_planted_topics() {
     // Three topics of 10 blocks: strong within, weak across.
     let n = 30;
-    let a = Array2::from_shape_fn((n, n), |(i, j)| if i / 10 == j / 10 { 0.6 } else { 0.1 } + 0.01 * ((i * j) % 7) as f64);
+    let a =
+        Array2::from_shape_fn((n, n), |(i, j)| if i / 10 == j / 10 { 0.6 } else { 0.1 } + 0.01 * ((i * j) % 7) as f64);
     let a = (&a + &a.t()) / 2.0;
     let got = segment(a.view(), &SegmentOptions { n_segments: Some(3), ..Default::default() }).unwrap();
     assert_eq!(got, vec![10, 20]);
@@ -293,12 +296,18 @@ fn segment_respects_caps_and_counts() {
         }
     }
     // Only a cap: the fewest segments that respect it.
-    let got = segment(a.view(), &SegmentOptions { tokens: Some(&tokens), max_tokens: Some(1000), ..Default::default() }).unwrap();
+    let got =
+        segment(a.view(), &SegmentOptions { tokens: Some(&tokens), max_tokens: Some(1000), ..Default::default() })
+            .unwrap();
     let sizes = seg_tokens(&got, &tokens);
     assert!(sizes.iter().all(|&t| t <= 1000));
     assert!(sizes.len() as i64 <= 2 * total / 1000 + 1);
     // target_tokens: round(total / target) segments, with a floor.
-    let got = segment(a.view(), &SegmentOptions { tokens: Some(&tokens), target_tokens: Some(1000), min_tokens: 300, ..Default::default() }).unwrap();
+    let got = segment(
+        a.view(),
+        &SegmentOptions { tokens: Some(&tokens), target_tokens: Some(1000), min_tokens: 300, ..Default::default() },
+    )
+    .unwrap();
     assert_eq!(got.len() + 1, ((total as f64) / 1000.0).round() as usize);
     assert!(seg_tokens(&got, &tokens).iter().all(|&t| t >= 300));
 }
@@ -314,98 +323,60 @@ fn segment_rejects_bad_input() {
     assert_eq!(err(SegmentOptions { n_segments: Some(2), target_tokens: Some(3), ..Default::default() }), "n_segments");
     assert_eq!(err(SegmentOptions { target_tokens: Some(0), ..Default::default() }), "target_tokens");
     assert_eq!(err(SegmentOptions { tokens: Some(&[1, 2]), n_segments: Some(2), ..Default::default() }), "tokens");
-    assert_eq!(err(SegmentOptions { tokens: Some(&[1, 2, -3, 4, 5, 6]), n_segments: Some(2), ..Default::default() }), "tokens");
+    assert_eq!(
+        err(SegmentOptions { tokens: Some(&[1, 2, -3, 4, 5, 6]), n_segments: Some(2), ..Default::default() }),
+        "tokens"
+    );
     // A block larger than the cap.
-    let e = segment(a.view(), &SegmentOptions { tokens: Some(&tokens), max_tokens: Some(20), ..Default::default() }).unwrap_err();
+    let e = segment(a.view(), &SegmentOptions { tokens: Some(&tokens), max_tokens: Some(20), ..Default::default() })
+        .unwrap_err();
     assert!(e.to_string().contains("block 2 alone has 50 tokens"), "{e}");
     // Too few segments for the cap, too many for the floor.
-    let e = segment(a.view(), &SegmentOptions { tokens: Some(&tokens), n_segments: Some(1), max_tokens: Some(60), ..Default::default() }).unwrap_err();
+    let e = segment(
+        a.view(),
+        &SegmentOptions { tokens: Some(&tokens), n_segments: Some(1), max_tokens: Some(60), ..Default::default() },
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("at least 2"), "{e}");
-    let e = segment(a.view(), &SegmentOptions { tokens: Some(&tokens), n_segments: Some(5), min_tokens: 10, ..Default::default() }).unwrap_err();
+    let e = segment(
+        a.view(),
+        &SegmentOptions { tokens: Some(&tokens), n_segments: Some(5), min_tokens: 10, ..Default::default() },
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("min_tokens"), "{e}");
-    assert_eq!(err(SegmentOptions { tokens: Some(&tokens), n_segments: Some(2), min_tokens: 100, ..Default::default() }), "min_tokens");
-    assert_eq!(err(SegmentOptions { n_segments: Some(2), min_tokens: 5, max_tokens: Some(4), ..Default::default() }), "min_tokens");
+    assert_eq!(
+        err(SegmentOptions { tokens: Some(&tokens), n_segments: Some(2), min_tokens: 100, ..Default::default() }),
+        "min_tokens"
+    );
+    assert_eq!(
+        err(SegmentOptions { n_segments: Some(2), min_tokens: 5, max_tokens: Some(4), ..Default::default() }),
+        "min_tokens"
+    );
     let mut bad = a.clone();
     bad[[0, 3]] = f64::NAN;
-    assert_eq!(invalid_argument(segment(bad.view(), &SegmentOptions { n_segments: Some(2), ..Default::default() }).unwrap_err()), "similarity");
+    assert_eq!(
+        invalid_argument(
+            segment(bad.view(), &SegmentOptions { n_segments: Some(2), ..Default::default() }).unwrap_err()
+        ),
+        "similarity"
+    );
     let mut asym = a.clone();
     asym[[0, 3]] += 0.5;
-    assert_eq!(invalid_argument(segment(asym.view(), &SegmentOptions { n_segments: Some(2), ..Default::default() }).unwrap_err()), "similarity");
+    assert_eq!(
+        invalid_argument(
+            segment(asym.view(), &SegmentOptions { n_segments: Some(2), ..Default::default() }).unwrap_err()
+        ),
+        "similarity"
+    );
     let rect = Array2::<f64>::zeros((2, 3));
-    assert_eq!(invalid_argument(segment(rect.view(), &SegmentOptions { n_segments: Some(1), ..Default::default() }).unwrap_err()), "similarity");
+    assert_eq!(
+        invalid_argument(
+            segment(rect.view(), &SegmentOptions { n_segments: Some(1), ..Default::default() }).unwrap_err()
+        ),
+        "similarity"
+    );
     assert_eq!(invalid_argument(segmentation_objective(a.view(), &[3, 3]).unwrap_err()), "boundaries");
     // One block: one segment, no boundaries.
     let one = Array2::from_elem((1, 1), 1.0f64);
     assert!(segment(one.view(), &SegmentOptions { n_segments: Some(1), ..Default::default() }).unwrap().is_empty());
-}
-
-#[test]
-#[ignore]
-fn timing_spectral() {
-    for &n in &[200usize, 500, 2000] {
-        let (a, _) = clustered(n, 6, 48, 0.4, 11);
-        let t = std::time::Instant::now();
-        for _ in 0..5 { spectral_clustering(a.view(), 1, AssignLabels::Discretize, 0).unwrap(); }
-        let scan = t.elapsed().as_secs_f64() / 5.0;
-        let t = std::time::Instant::now();
-        for _ in 0..5 { spectral_clustering(a.view(), 6, AssignLabels::Discretize, 0).unwrap(); }
-        let full = t.elapsed().as_secs_f64() / 5.0;
-        eprintln!("n={n} scan {:.2} ms full {:.2} ms", scan * 1e3, full * 1e3);
-    }
-}
-
-#[test]
-#[ignore]
-fn timing_scan_parts() {
-    let n = 2000;
-    let (a, _) = clustered(n, 6, 48, 0.4, 11);
-    let data = a.as_slice().unwrap();
-    let t = std::time::Instant::now();
-    let mut s = 0.0;
-    for _ in 0..5 { s += data.iter().sum::<f64>(); }
-    eprintln!("plain sum {:.2} ms ({s})", t.elapsed().as_secs_f64() / 5.0 * 1e3);
-    let t = std::time::Instant::now();
-    for _ in 0..5 { let v = vec![0.0f32; n * n]; s += f64::from(v[n]); }
-    eprintln!("{s}");
-    eprintln!("alloc f32 {:.2} ms", t.elapsed().as_secs_f64() / 5.0 * 1e3);
-    let t = std::time::Instant::now();
-    for _ in 0..5 { let _ = segment(a.view(), &SegmentOptions { n_segments: Some(1), ..Default::default() }); }
-    eprintln!("segment k=1 (scan + copy) {:.2} ms", t.elapsed().as_secs_f64() / 5.0 * 1e3);
-}
-
-#[test]
-#[ignore]
-fn timing_one() {
-    let n: usize = std::env::var("TN").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
-    let k: usize = std::env::var("TK").ok().and_then(|v| v.parse().ok()).unwrap_or(6);
-    let reps: usize = std::env::var("TR").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
-    let (a, _) = clustered(n, 6, 48, 0.4, 11);
-    let t = std::time::Instant::now();
-    for _ in 0..reps { spectral_clustering(a.view(), k, AssignLabels::Discretize, 0).unwrap(); }
-    eprintln!("n={n} k={k} {:.2} ms/call wall", t.elapsed().as_secs_f64() / reps as f64 * 1e3);
-}
-
-#[test]
-#[ignore]
-fn timing_segment() {
-    let n: usize = std::env::var("TN").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
-    let k: usize = std::env::var("TK").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
-    let reps: usize = std::env::var("TR").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
-    let a = planted(n, 3);
-    let t = std::time::Instant::now();
-    let mut out = Vec::new();
-    for _ in 0..reps { out = segment(a.view(), &SegmentOptions { n_segments: Some(k), ..Default::default() }).unwrap(); }
-    eprintln!("segment n={n} k={k} {:.2} ms/call wall ({} boundaries)", t.elapsed().as_secs_f64() / reps as f64 * 1e3, out.len());
-}
-
-#[test]
-#[ignore]
-fn lagrangian_miss_rate() {
-    for case in 0..40u64 {
-        let n = 100 + (case as usize * 37) % 400;
-        let a = planted(n, 900 + case);
-        for k in [25usize, 31, 40, 57, n / 3, n / 2] {
-            let _ = segment(a.view(), &SegmentOptions { n_segments: Some(k.min(n)), ..Default::default() }).unwrap();
-        }
-    }
 }

@@ -52,9 +52,7 @@ fn token_counts<'py>(obj: &Bound<'py, PyAny>) -> PyResult<PyReadonlyArray1<'py, 
         return Ok(a);
     }
     let numpy = obj.py().import("numpy")?;
-    let array = numpy
-        .call_method1("asarray", (obj,))
-        .map_err(|_| wrong_type("tokens", "a 1-D array of ints", obj))?;
+    let array = numpy.call_method1("asarray", (obj,)).map_err(|_| wrong_type("tokens", "a 1-D array of ints", obj))?;
     let kind: String = array.getattr("dtype")?.getattr("kind")?.extract()?;
     let ndim: usize = array.getattr("ndim")?.extract()?;
     let size: usize = array.getattr("size")?.extract()?;
@@ -73,7 +71,10 @@ fn token_counts<'py>(obj: &Bound<'py, PyAny>) -> PyResult<PyReadonlyArray1<'py, 
 /// Cluster labels of a precomputed affinity matrix, as scikit-learn's
 /// `SpectralClustering(affinity="precomputed")`.
 #[pyfunction]
-#[pyo3(signature = (affinity, n_clusters, assign_labels = None, seed = None))]
+#[pyo3(
+    signature = (affinity, n_clusters, assign_labels = None, seed = None),
+    text_signature = "(affinity, n_clusters, assign_labels=\"discretize\", seed=0)"
+)]
 fn spectral_clustering<'py>(
     py: Python<'py>,
     affinity: &Bound<'py, PyAny>,
@@ -90,7 +91,9 @@ fn spectral_clustering<'py>(
         Some(obj) => {
             let value = non_negative("seed", obj)?;
             u32::try_from(value).map_err(|_| {
-                InvalidInputError::new_err(format!("seed: must be an int in 0..=4294967295 (as numpy's RandomState), got {value}"))
+                InvalidInputError::new_err(format!(
+                    "seed: must be an int in 0..=4294967295 (as numpy's RandomState), got {value}"
+                ))
             })?
         }
         None => 0,
@@ -112,7 +115,10 @@ fn spectral_clustering<'py>(
 /// Contiguous topic segmentation; returns the index of the first block of
 /// every segment but the first.
 #[pyfunction]
-#[pyo3(signature = (similarity, tokens = None, n_segments = None, target_tokens = None, min_tokens = None, max_tokens = None))]
+#[pyo3(
+    signature = (similarity, tokens = None, n_segments = None, target_tokens = None, min_tokens = None, max_tokens = None),
+    text_signature = "(similarity, tokens=None, n_segments=None, target_tokens=None, min_tokens=0, max_tokens=None)"
+)]
 fn segment<'py>(
     py: Python<'py>,
     similarity: &Bound<'py, PyAny>,
@@ -128,13 +134,7 @@ fn segment<'py>(
     let max_tokens = optional_count(max_tokens, "max_tokens")?.map(|v| v as u64);
     let tokens = tokens.filter(|o| !o.is_none()).map(token_counts).transpose()?;
     let owned_tokens: Option<Vec<i64>> = tokens.as_ref().map(|t| t.as_array().iter().copied().collect());
-    let options = SegmentOptions {
-        tokens: owned_tokens.as_deref(),
-        n_segments,
-        target_tokens,
-        min_tokens,
-        max_tokens,
-    };
+    let options = SegmentOptions { tokens: owned_tokens.as_deref(), n_segments, target_tokens, min_tokens, max_tokens };
     let boundaries = match square(similarity, "similarity")? {
         Square::F32(a) => {
             let a = a.as_array();

@@ -9,7 +9,7 @@ use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 
 use crate::errors::{py_err, wrong_type, InvalidInputError};
-use crate::text_input::{text, texts, Texts};
+use crate::text_input::{text as one_text, texts as text_list, Texts};
 
 /// A tokenizer plus a float32 table: text -> unit-norm weighted mean of token rows.
 #[pyclass(module = "ctxengine._core", name = "StaticTable", frozen)]
@@ -72,8 +72,9 @@ impl PyStaticTable {
     }
 
     /// `(dim,)` for a str, `(len(texts), dim)` for a list or tuple of str.
-    fn encode<'py>(&self, py: Python<'py>, texts_obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        match texts(texts_obj, "texts")? {
+    #[pyo3(signature = (texts, /))]
+    fn encode<'py>(&self, py: Python<'py>, texts: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        match text_list(texts, "texts")? {
             Texts::One(s) => {
                 let v = py.detach(|| self.inner.embed(&s)).map_err(py_err)?;
                 Ok(v.into_pyarray(py).into_any())
@@ -86,14 +87,16 @@ impl PyStaticTable {
     }
 
     /// The token ids a text is averaged over (no special tokens).
-    fn token_ids(&self, py: Python<'_>, text_obj: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
-        let s = text(text_obj, "text")?;
+    #[pyo3(signature = (text, /))]
+    fn token_ids(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
+        let s = one_text(text, "text")?;
         py.detach(|| self.inner.token_ids(&s)).map_err(py_err)
     }
 
     /// Token counts of a list of texts (int64 array).
-    fn count_tokens<'py>(&self, py: Python<'py>, texts_obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let batch = match texts(texts_obj, "texts")? {
+    #[pyo3(signature = (texts, /))]
+    fn count_tokens<'py>(&self, py: Python<'py>, texts: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let batch = match text_list(texts, "texts")? {
             Texts::One(s) => vec![s],
             Texts::Many(batch) => batch,
         };

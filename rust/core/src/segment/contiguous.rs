@@ -124,9 +124,8 @@ fn block_tokens(tokens: Option<&[i64]>, n: usize) -> Result<Vec<u64>> {
             t.iter()
                 .enumerate()
                 .map(|(i, &v)| {
-                    u64::try_from(v).map_err(|_| {
-                        Error::invalid("tokens", format!("entry {i} is {v}; token counts must be >= 0"))
-                    })
+                    u64::try_from(v)
+                        .map_err(|_| Error::invalid("tokens", format!("entry {i} is {v}; token counts must be >= 0")))
                 })
                 .collect()
         }
@@ -164,7 +163,10 @@ fn segment_count(options: &SegmentOptions<'_>, total: u64, n: usize, fewest: usi
         (Some(_), Some(_)) => Err(Error::invalid("n_segments", "pass n_segments or target_tokens, not both")),
         (Some(k), None) => {
             if k == 0 || k > n {
-                return Err(Error::invalid("n_segments", format!("must be between 1 and {n} (the number of blocks), got {k}")));
+                return Err(Error::invalid(
+                    "n_segments",
+                    format!("must be between 1 and {n} (the number of blocks), got {k}"),
+                ));
             }
             if k < fewest {
                 return Err(Error::invalid(
@@ -175,7 +177,10 @@ fn segment_count(options: &SegmentOptions<'_>, total: u64, n: usize, fewest: usi
             if k > most {
                 return Err(Error::invalid(
                     "n_segments",
-                    format!("{k} segments cannot respect min_tokens: at most {most} segments of >= {} tokens fit", options.min_tokens),
+                    format!(
+                        "{k} segments cannot respect min_tokens: at most {most} segments of >= {} tokens fit",
+                        options.min_tokens
+                    ),
                 ));
             }
             Ok(k)
@@ -196,4 +201,3 @@ fn segment_count(options: &SegmentOptions<'_>, total: u64, n: usize, fewest: usi
         },
     }
 }
-

@@ -16,7 +16,6 @@
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatRef, Par, Side};
 
-
 use super::matrix::Real;
 use crate::{Error, Result};
 
@@ -88,8 +87,9 @@ unsafe fn product_avx2<E: Real>(a: &[E], n: usize, xs: &[f64], chunks: usize, y:
 #[inline(always)]
 fn product_kernel<E: Real>(a: &[E], n: usize, xs: &[f64], chunks: usize, y: &mut [f64]) {
     let width = chunks * LANES;
+    let rows = a.len() / n;
     let mut i = 0;
-    while i + 4 <= n {
+    while i + 4 <= rows {
         let (r0, r1) = (&a[i * n..(i + 1) * n], &a[(i + 1) * n..(i + 2) * n]);
         let (r2, r3) = (&a[(i + 2) * n..(i + 3) * n], &a[(i + 3) * n..(i + 4) * n]);
         for c in 0..chunks {
@@ -110,7 +110,7 @@ fn product_kernel<E: Real>(a: &[E], n: usize, xs: &[f64], chunks: usize, y: &mut
         }
         i += 4;
     }
-    for i in i..n {
+    for i in i..rows {
         let r0 = &a[i * n..(i + 1) * n];
         for c in 0..chunks {
             let xc = &xs[c * n * LANES..(c + 1) * n * LANES];
@@ -199,11 +199,8 @@ pub(crate) fn top_eigenvectors<E: Real>(op: &Operator<'_, E>, k: usize, start: &
             // Rayleigh-Ritz on the leading m x m block. With full
             // reorthogonalisation M Q = Q T + Q_next B e_j^T holds, so the
             // residual of the Ritz pair (theta, Q y) is ||B y_last||.
-            let evd = projected
-                .submatrix(0, 0, m, m)
-                .self_adjoint_eigen(Side::Lower)
-                .map_err(|_| not_converged())?;
-            
+            let evd = projected.submatrix(0, 0, m, m).self_adjoint_eigen(Side::Lower).map_err(|_| not_converged())?;
+
             let vectors = evd.U();
             let converged = (0..k).all(|t| {
                 let col = m - 1 - t;

@@ -38,7 +38,7 @@ impl Real for f64 {
     }
 }
 
-const TILE: usize = 64;
+const BLOCK: usize = 128;
 
 /// Row-major contiguous data of `a` (copied only when `a` is not).
 pub(crate) fn row_major<T: Real>(a: &ArrayView2<'_, T>) -> Vec<T> {
@@ -48,49 +48,9 @@ pub(crate) fn row_major<T: Real>(a: &ArrayView2<'_, T>) -> Vec<T> {
     }
 }
 
-/// Checks that `a` is square, non-empty, finite and symmetric, handing every
-/// entry once to `visit(i, j0, values)`, where `values` are
-/// `a[i, j0..j0 + values.len()]` (for the caller's own checks and
-/// accumulations). Returns `n`.
-///
-/// One pass over memory, tile by tile: a tile above the diagonal and its
-/// mirror below are read along their rows (the mirror into a small buffer),
-/// so symmetry is checked without walking down the columns of a large matrix
-/// (a cache and TLB miss per element) and without a second pass.
-pub(crate) fn scan_square<T: Real>(
-    a: &ArrayView2<'_, T>,
-    argument: &str,
-    visit: impl FnMut(usize, usize, &[f64]) -> Result<()>,
-) -> Result<usize> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the running CPU has AVX2, all `scan_avx2` is compiled
-            // for; it is otherwise the same safe code.
-            return unsafe { scan_avx2(a, argument, visit) };
-        }
-    }
-    scan(a, argument, visit)
-}
-
-/// The scan with the caller's closure inlined and vectorised for AVX2 (a
-/// third of spectral clustering's time at n = 500 otherwise).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn scan_avx2<T: Real>(
-    a: &ArrayView2<'_, T>,
-    argument: &str,
-    visit: impl FnMut(usize, usize, &[f64]) -> Result<()>,
-) -> Result<usize> {
-    scan(a, argument, visit)
-}
-
-#[inline(always)]
-fn scan<T: Real>(
-    a: &ArrayView2<'_, T>,
-    argument: &str,
-    mut visit: impl FnMut(usize, usize, &[f64]) -> Result<()>,
-) -> Result<usize> {
+/// The size n of a square, non-empty matrix (checked before anything is
+/// allocated for it).
+pub(crate) fn square_size<T>(a: &ArrayView2<'_, T>, argument: &str) -> Result<usize> {
     let (rows, cols) = a.dim();
     if rows != cols {
         return Err(Error::invalid(argument, format!("must be a square matrix, got shape ({rows}, {cols})")));
@@ -98,7 +58,27 @@ fn scan<T: Real>(
     if rows == 0 {
         return Err(Error::invalid(argument, "is empty; pass at least one row"));
     }
-    let n = rows;
+    Ok(rows)
+}
+
+/// Checks that `a` is square, non-empty, finite and symmetric, handing each
+/// row (as float64) to `visit(i, row, &mut out[i])`, which may reject it.
+/// `out` must hold one slot per row; returns `n`.
+///
+/// One pass over memory that only ever reads along rows: walking down the
+/// columns of a large matrix (for the transpose) costs a cache and TLB miss
+/// per element. Rows are taken BLOCK at a time; the block-column below each
+/// block (its mirror) is read along its rows too and transposed in cache.
+pub(crate) fn scan_square<T: Real, R>(
+    a: &ArrayView2<'_, T>,
+    argument: &str,
+    out: &mut [R],
+    visit: impl Fn(usize, &[f64], &mut R) -> Result<()>,
+) -> Result<usize> {
+    let n = square_size(a, argument)?;
+    if out.len() != n {
+        return Err(Error::invalid(argument, "internal: one output slot per row expected"));
+    }
     let owned;
     let data: &[T] = match a.as_slice() {
         Some(slice) => slice,
@@ -107,64 +87,144 @@ fn scan<T: Real>(
             &owned
         }
     };
-    let finite = |i: usize, j0: usize, values: &[f64]| -> Result<()> {
-        if values.iter().all(|v| v.is_finite()) {
-            return Ok(());
-        }
-        let t = values.iter().position(|v| !v.is_finite()).unwrap_or(0);
-        Err(Error::invalid(argument, format!("entry [{i}, {}] is {}; every entry must be finite", j0 + t, values[t])))
-    };
-    let mut tile = vec![0.0f64; TILE * TILE];
-    let mut upper = [0.0f64; TILE];
-    let mut mirror = [0.0f64; TILE];
-    for bi in (0..n).step_by(TILE) {
-        let ie = (bi + TILE).min(n);
-        for bj in (bi..n).step_by(TILE) {
-            let je = (bj + TILE).min(n);
-            // Below the diagonal: rows j of the mirror tile, entries i < j;
-            // tile[(j - bj) * TILE + (i - bi)] = a[j, i].
-            for j in bj..je {
-                let end = ie.min(j);
-                if end <= bi {
-                    continue;
-                }
-                let dst = &mut tile[(j - bj) * TILE..(j - bj) * TILE + (end - bi)];
-                for (d, v) in dst.iter_mut().zip(&data[j * n + bi..j * n + end]) {
-                    *d = v.to_f64();
-                }
-                finite(j, bi, dst)?;
-                visit(j, bi, dst)?;
+    let work = |start: usize, slots: &mut [R], buffers: &mut Buffers| -> Result<()> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: the running CPU has AVX2, all `block_avx2` is
+                // compiled for; it is otherwise the same safe code.
+                return unsafe { block_avx2(data, n, start, argument, slots, buffers, &visit) };
             }
-            // On and above the diagonal, checked against the mirror.
-            for i in bi..ie {
-                let from = bj.max(i);
-                if from >= je {
-                    continue;
-                }
-                let len = je - from;
-                for (u, v) in upper[..len].iter_mut().zip(&data[i * n + from..i * n + je]) {
-                    *u = v.to_f64();
-                }
-                finite(i, from, &upper[..len])?;
-                for (t, m) in mirror[..len].iter_mut().enumerate() {
-                    let j = from + t;
-                    *m = if j == i { upper[t] } else { tile[(j - bj) * TILE + (i - bi)] };
-                }
-                let asymmetric = |x: f64, y: f64| (x - y).abs() > SYMMETRY_TOLERANCE * x.abs().max(y.abs()).max(1.0);
-                if upper[..len].iter().zip(&mirror[..len]).any(|(&x, &y)| asymmetric(x, y)) {
-                    let t = upper[..len].iter().zip(&mirror[..len]).position(|(&x, &y)| asymmetric(x, y)).unwrap_or(0);
-                    let (j, x, y) = (from + t, upper[t], mirror[t]);
-                    return Err(Error::invalid(
-                        argument,
-                        format!(
-                            "must be symmetric, but {argument}[{i}, {j}] = {x} and {argument}[{j}, {i}] = {y}; \
-                             pass (A + A.T) / 2"
-                        ),
-                    ));
-                }
-                visit(i, from, &upper[..len])?;
+        }
+        block(data, n, start, argument, slots, buffers, &visit)
+    };
+    let mut buffers = Buffers::new(n);
+    for (b, slots) in out.chunks_mut(BLOCK).enumerate() {
+        work(b * BLOCK, slots, &mut buffers)?;
+    }
+    Ok(n)
+}
+
+struct Buffers {
+    gathered: Vec<f64>,
+    mirror: Vec<f64>,
+    row: Vec<f64>,
+}
+
+impl Buffers {
+    fn new(n: usize) -> Self {
+        let size = n * BLOCK.min(n);
+        Self { gathered: vec![0.0; size], mirror: vec![0.0; size], row: vec![0.0; n] }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn block_avx2<T: Real, R>(
+    data: &[T],
+    n: usize,
+    start: usize,
+    argument: &str,
+    slots: &mut [R],
+    buffers: &mut Buffers,
+    visit: &impl Fn(usize, &[f64], &mut R) -> Result<()>,
+) -> Result<()> {
+    block(data, n, start, argument, slots, buffers, visit)
+}
+
+/// Rows `start..start + slots.len()`: the mirror, read along rows and stored
+/// transposed (`mirror[(i - start) * n + j] = a[j, i]` for j past the
+/// block), then each row whole, compared beyond the diagonal with it.
+#[inline(always)]
+fn block<T: Real, R>(
+    data: &[T],
+    n: usize,
+    start: usize,
+    argument: &str,
+    slots: &mut [R],
+    buffers: &mut Buffers,
+    visit: &impl Fn(usize, &[f64], &mut R) -> Result<()>,
+) -> Result<()> {
+    let asymmetric = |x: f64, y: f64| (x - y).abs() > SYMMETRY_TOLERANCE * x.abs().max(y.abs()).max(1.0);
+    let end = start + slots.len();
+    let width = end - start;
+    let Buffers { gathered, mirror, row } = buffers;
+    for j in end..n {
+        let dst = &mut gathered[j * BLOCK..j * BLOCK + width];
+        for (d, v) in dst.iter_mut().zip(&data[j * n + start..j * n + end]) {
+            *d = v.to_f64();
+        }
+    }
+    for j0 in (end..n).step_by(LANES) {
+        let j1 = (j0 + LANES).min(n);
+        for t in 0..width {
+            for j in j0..j1 {
+                mirror[t * n + j] = gathered[j * BLOCK + t];
             }
         }
     }
-    Ok(n)
+    for (i, slot) in (start..end).zip(slots.iter_mut()) {
+        for (d, v) in row.iter_mut().zip(&data[i * n..(i + 1) * n]) {
+            *d = v.to_f64();
+        }
+        // 0 * x is NaN exactly when x is not finite.
+        if sum_lanes(row, |x| 0.0 * x).is_nan() {
+            let t = row.iter().position(|v| !v.is_finite()).unwrap_or(0);
+            return Err(Error::invalid(
+                argument,
+                format!("entry [{i}, {t}] is {}; every entry must be finite", row[t]),
+            ));
+        }
+        let theirs = &mirror[(i - start) * n + end..(i - start) * n + n];
+        let flagged = row[end..].iter().zip(theirs).fold(false, |any, (&x, &y)| any | asymmetric(x, y));
+        // Within the block the mirror entries are in the rows themselves.
+        let inside = (i + 1..end).find(|&j| asymmetric(row[j], data[j * n + i].to_f64()));
+        let below = if flagged { row[end..].iter().zip(theirs).position(|(&x, &y)| asymmetric(x, y)) } else { None };
+        if let Some(j) = inside.or(below.map(|t| end + t)) {
+            let (x, y) = (row[j], data[j * n + i].to_f64());
+            return Err(Error::invalid(
+                argument,
+                format!(
+                    "must be symmetric, but {argument}[{i}, {j}] = {x} and {argument}[{j}, {i}] = {y}; \
+                     pass (A + A.T) / 2"
+                ),
+            ));
+        }
+        visit(i, row, slot)?;
+    }
+    Ok(())
+}
+
+const LANES: usize = 8;
+
+/// `sum(f(x))` in independent lanes, so the compiler can vectorise it (a
+/// single running sum is a chain of dependent additions).
+#[inline(always)]
+pub(crate) fn sum_lanes(xs: &[f64], f: impl Fn(f64) -> f64) -> f64 {
+    let mut acc = [0.0f64; LANES];
+    let chunks = xs.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for l in 0..LANES {
+            acc[l] += f(c[l]);
+        }
+    }
+    acc.iter().sum::<f64>() + rest.iter().map(|&x| f(x)).sum::<f64>()
+}
+
+/// Smallest and largest of `xs` (infinities when empty), in lanes.
+#[inline(always)]
+pub(crate) fn min_max_lanes(xs: &[f64]) -> (f64, f64) {
+    let (mut lo, mut hi) = ([f64::INFINITY; LANES], [f64::NEG_INFINITY; LANES]);
+    let chunks = xs.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for l in 0..LANES {
+            lo[l] = if c[l] < lo[l] { c[l] } else { lo[l] };
+            hi[l] = if c[l] > hi[l] { c[l] } else { hi[l] };
+        }
+    }
+    let lo = lo.iter().chain(rest).fold(f64::INFINITY, |m, &x| if x < m { x } else { m });
+    let hi = hi.iter().chain(rest).fold(f64::NEG_INFINITY, |m, &x| if x > m { x } else { m });
+    (lo, hi)
 }

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use ndarray::ArrayView2;
 
-use super::matrix::{row_major, scan_square, Real};
+use super::matrix::{min_max_lanes, row_major, scan_square, square_size, sum_lanes, Real};
 use super::windows::Windows;
 use crate::{Error, Result};
 
@@ -71,34 +71,23 @@ impl<T: Real> Prepared<'_, T> {
 }
 
 pub(crate) fn prepare<'a, T: Real>(similarity: &ArrayView2<'a, T>) -> Result<Prepared<'a, T>> {
-    let (rows, _) = similarity.dim();
-    let mut sum = vec![0.0f64; rows];
-    let mut sum_sq = vec![0.0f64; rows];
-    let mut lowest = vec![f64::INFINITY; rows];
-    let mut highest = vec![f64::NEG_INFINITY; rows];
-    let n = scan_square(similarity, "similarity", |i, j0, values| {
-        // Statistics are over the row without its diagonal entry.
-        let (before, after) = if (j0..j0 + values.len()).contains(&i) {
-            (&values[..i - j0], &values[i - j0 + 1..])
-        } else {
-            (values, &values[values.len()..])
-        };
-        for part in [before, after] {
-            let (mut s, mut q) = (0.0, 0.0);
-            let (mut lo, mut hi) = (lowest[i], highest[i]);
-            for &v in part {
-                s += v;
-                q += v * v;
-                lo = if v < lo { v } else { lo };
-                hi = if v > hi { v } else { hi };
-            }
-            sum[i] += s;
-            sum_sq[i] += q;
-            lowest[i] = lo;
-            highest[i] = hi;
-        }
+    let rows = square_size(similarity, "similarity")?;
+    // Per row (off the diagonal): sum, sum of squares, smallest, largest.
+    let mut stats = vec![[0.0f64; 4]; rows];
+    let n = scan_square(similarity, "similarity", &mut stats, |i, row, out| {
+        let (before, after) = (&row[..i], &row[i + 1..]);
+        let (lo1, hi1) = min_max_lanes(before);
+        let (lo2, hi2) = min_max_lanes(after);
+        *out = [
+            sum_lanes(before, |x| x) + sum_lanes(after, |x| x),
+            sum_lanes(before, |x| x * x) + sum_lanes(after, |x| x * x),
+            lo1.min(lo2),
+            hi1.max(hi2),
+        ];
         Ok(())
     })?;
+    let column = |c: usize| stats.iter().map(|s| s[c]).collect::<Vec<f64>>();
+    let (sum, sum_sq, lowest, highest) = (column(0), column(1), column(2), column(3));
     let data = match similarity.to_slice() {
         Some(slice) => Cow::Borrowed(slice),
         None => Cow::Owned(row_major(similarity)),

@@ -47,19 +47,20 @@ macro_rules! dispatch {
 }
 
 /// The exact K-layer DP; `None` if no split into k segments is feasible.
+/// `best[c][i]`: the best score of c segments covering blocks 0..i.
 pub(crate) fn layered<T: Real>(p: &Prepared<'_, T>, windows: &Windows, k: usize) -> Option<Vec<usize>> {
     let n = p.n;
-    let width = k + 1;
-    let mut best = vec![f64::NEG_INFINITY; (n + 1) * width];
-    let mut back = vec![0u32; (n + 1) * width];
+    let width = n + 1;
+    let mut best = vec![f64::NEG_INFINITY; (k + 1) * width];
+    let mut back = vec![0u32; (k + 1) * width];
     best[0] = 0.0;
     layered_fill(p, windows, k, &mut best, &mut back);
-    if best[n * width + k] == f64::NEG_INFINITY {
+    if best[k * width + n] == f64::NEG_INFINITY {
         return None;
     }
     let mut layer = k;
     Some(trace(n, |j| {
-        let i = back[j * width + layer] as usize;
+        let i = back[layer * width + j] as usize;
         layer -= 1;
         i
     }))
@@ -78,10 +79,8 @@ unsafe fn layered_avx2<T: Real>(p: &Prepared<'_, T>, windows: &Windows, k: usize
 #[inline(always)]
 fn layered_kernel<T: Real>(p: &Prepared<'_, T>, windows: &Windows, k: usize, best: &mut [f64], back: &mut [u32]) {
     let n = p.n;
-    let width = k + 1;
+    let width = n + 1;
     let mut stream = ScoreStream::new(p, windows, n);
-    let mut cand_best = vec![0.0f64; width];
-    let mut cand_arg = vec![0u32; width];
     for j in 1..=n {
         let (first, scores) = stream.next(j);
         // Layer c (c segments end at j) needs c <= j and room for k - c more.
@@ -90,23 +89,54 @@ fn layered_kernel<T: Real>(p: &Prepared<'_, T>, windows: &Windows, k: usize, bes
         if c_lo > c_hi || scores.is_empty() {
             continue;
         }
-        let (bs, args) = (&mut cand_best[c_lo..=c_hi], &mut cand_arg[c_lo..=c_hi]);
-        bs.fill(f64::NEG_INFINITY);
-        args.fill(0);
-        for (t, &g) in scores.iter().enumerate() {
-            let i = first + t;
-            let prev = &best[i * width + c_lo - 1..i * width + c_hi];
-            let idx = i as u32;
-            for ((b, a), &q) in bs.iter_mut().zip(args.iter_mut()).zip(prev) {
-                let c = q + g;
-                let take = c > *b;
-                *b = if take { c } else { *b };
-                *a = if take { idx } else { *a };
+        for c in c_lo..=c_hi {
+            let prev = &best[(c - 1) * width + first..(c - 1) * width + first + scores.len()];
+            let (top, at) = max_arg(prev, scores);
+            if top > f64::NEG_INFINITY {
+                best[c * width + j] = top;
+                back[c * width + j] = (first + at) as u32;
             }
         }
-        best[j * width + c_lo..=j * width + c_hi].copy_from_slice(bs);
-        back[j * width + c_lo..=j * width + c_hi].copy_from_slice(args);
     }
+}
+
+const LANES: usize = 8;
+
+/// The largest `f[t] + g[t]` and the first t reaching it: max and arg-max
+/// per lane (strict >, so the first index within each lane; vectorised),
+/// then across lanes the largest value, ties to the smaller index.
+#[inline(always)]
+fn max_arg(f: &[f64], g: &[f64]) -> (f64, usize) {
+    let mut value = [f64::NEG_INFINITY; LANES];
+    let mut index = [0.0f64; LANES];
+    let (fc, gc) = (f.chunks_exact(LANES), g.chunks_exact(LANES));
+    let (fr, gr) = (fc.remainder(), gc.remainder());
+    for (c, (fx, gx)) in fc.zip(gc).enumerate() {
+        let base = (c * LANES) as f64;
+        for l in 0..LANES {
+            let v = fx[l] + gx[l];
+            let take = v > value[l];
+            value[l] = if take { v } else { value[l] };
+            index[l] = if take { base + l as f64 } else { index[l] };
+        }
+    }
+    let (mut top, mut at) = (f64::NEG_INFINITY, 0usize);
+    for l in 0..LANES {
+        let t = index[l] as usize;
+        if value[l] > top || (value[l] == top && value[l] > f64::NEG_INFINITY && t < at) {
+            top = value[l];
+            at = t;
+        }
+    }
+    let tail = f.len() - fr.len();
+    for (t, (x, y)) in fr.iter().zip(gr).enumerate() {
+        let v = x + y;
+        if v > top {
+            top = v;
+            at = tail + t;
+        }
+    }
+    (top, at)
 }
 
 /// One optimum of the penalised problem `max score - penalty * count`.
@@ -161,8 +191,6 @@ unsafe fn penalised_avx2<T: Real>(
     penalised_kernel(p, windows, penalty, max_len, best, back, taken)
 }
 
-const LANES: usize = 8;
-
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn penalised_kernel<T: Real>(
@@ -181,39 +209,7 @@ fn penalised_kernel<T: Real>(
         if g.is_empty() {
             continue;
         }
-        let f = &best[first..first + g.len()];
-        // Max and arg-max per lane (strict >: the first index in each lane),
-        // then across lanes the largest value, ties to the smaller index:
-        // exactly the first start reaching the maximum.
-        let mut value = [f64::NEG_INFINITY; LANES];
-        let mut index = [0.0f64; LANES];
-        let (fc, gc) = (f.chunks_exact(LANES), g.chunks_exact(LANES));
-        let (fr, gr) = (fc.remainder(), gc.remainder());
-        for (c, (fx, gx)) in fc.zip(gc).enumerate() {
-            let base = (c * LANES) as f64;
-            for l in 0..LANES {
-                let v = fx[l] + gx[l];
-                let take = v > value[l];
-                value[l] = if take { v } else { value[l] };
-                index[l] = if take { base + l as f64 } else { index[l] };
-            }
-        }
-        let (mut top, mut at) = (f64::NEG_INFINITY, usize::MAX);
-        for l in 0..LANES {
-            let t = index[l] as usize;
-            if value[l] > top || (value[l] == top && t < at) {
-                top = value[l];
-                at = t;
-            }
-        }
-        let tail = f.len() - fr.len();
-        for (t, (x, y)) in fr.iter().zip(gr).enumerate() {
-            let v = x + y;
-            if v > top {
-                top = v;
-                at = tail + t;
-            }
-        }
+        let (top, at) = max_arg(&best[first..first + g.len()], g);
         if top == f64::NEG_INFINITY {
             continue;
         }
@@ -250,7 +246,13 @@ pub(crate) fn lagrangian<T: Real>(p: &Prepared<'_, T>, windows: &Windows, k: usi
 
 /// The penalty search over segments of at most `max_len` blocks, optionally
 /// starting from a known optimum.
-fn search<T: Real>(p: &Prepared<'_, T>, windows: &Windows, k: usize, max_len: usize, known: Option<Penalised>) -> Option<Penalised> {
+fn search<T: Real>(
+    p: &Prepared<'_, T>,
+    windows: &Windows,
+    k: usize,
+    max_len: usize,
+    known: Option<Penalised>,
+) -> Option<Penalised> {
     let n = p.n;
     let big = 2.0 * p.bound() + 1.0;
     // The extremes (fewest and most segments).

@@ -9,7 +9,7 @@ use faer::Mat;
 use ndarray::ArrayView2;
 
 use super::eigen::{top_eigenvectors, Operator};
-use super::matrix::{scan_square, Real};
+use super::matrix::{min_max_lanes, scan_square, square_size, sum_lanes, Real};
 use super::mt19937::Mt19937;
 use crate::{Error, Result};
 
@@ -75,35 +75,31 @@ fn cluster<T: Real, E: Real>(
     seed: u32,
     tol: f64,
 ) -> Result<Vec<i64>> {
-    let (rows, _) = affinity.dim();
-    let mut a0 = vec![E::from_f64(0.0); rows.saturating_mul(rows)];
+    let rows = square_size(&affinity, "affinity")?;
+    let mut a0 = vec![E::from_f64(0.0); rows * rows];
     let mut degree = vec![0.0f64; rows];
-    let n = scan_square(&affinity, "affinity", |i, j0, values| {
-        if values.iter().any(|&v| v < 0.0) {
-            let t = values.iter().position(|&v| v < 0.0).unwrap_or(0);
+    let mut slots: Vec<(&mut [E], &mut f64)> = a0.chunks_mut(rows).zip(degree.iter_mut()).collect();
+    let n = scan_square(&affinity, "affinity", &mut slots, |i, row, (out, degree)| {
+        let (lowest, _) = min_max_lanes(row);
+        if lowest < 0.0 {
+            let j = row.iter().position(|&v| v < 0.0).unwrap_or(0);
             return Err(Error::invalid(
                 "affinity",
                 format!(
-                    "entry [{i}, {}] = {} is negative; affinities must be >= 0 (e.g. np.clip(S, 0, None))",
-                    j0 + t,
-                    values[t]
+                    "entry [{i}, {j}] = {} is negative; affinities must be >= 0 (e.g. np.clip(S, 0, None))",
+                    row[j]
                 ),
             ));
         }
-        let out = &mut a0[i * rows + j0..i * rows + j0 + values.len()];
-        let mut sum = 0.0;
-        for (o, &v) in out.iter_mut().zip(values) {
+        for (o, &v) in out.iter_mut().zip(row) {
             *o = E::from_f64(v);
-            sum += v;
         }
         // The diagonal is ignored (csgraph_laplacian zeroes it).
-        if (j0..j0 + values.len()).contains(&i) {
-            sum -= values[i - j0];
-            out[i - j0] = E::from_f64(0.0);
-        }
-        degree[i] += sum;
+        out[i] = E::from_f64(0.0);
+        **degree = sum_lanes(row, |x| x) - row[i];
         Ok(())
     })?;
+    drop(slots);
     if n_clusters == 0 || n_clusters > n {
         return Err(Error::invalid(
             "n_clusters",
@@ -123,7 +119,8 @@ fn cluster<T: Real, E: Real>(
 
     let k = n_clusters;
     // embedding = eigenvectors / dd, one row per item.
-    let mut maps: Vec<f64> = (0..n).flat_map(|i| (0..k).map(move |c| (i, c))).map(|(i, c)| vectors[(i, c)] / scale[i]).collect();
+    let mut maps: Vec<f64> =
+        (0..n).flat_map(|i| (0..k).map(move |c| (i, c))).map(|(i, c)| vectors[(i, c)] / scale[i]).collect();
     sign_flip(&mut maps, n, k);
     // The ARPACK start vector is drawn before discretisation's row pick.
     let mut rng = Mt19937::new(seed);
