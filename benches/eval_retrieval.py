@@ -18,8 +18,8 @@ standard deviation 1 over the history's turns). ``static`` averages token
 vectors with the table's frequency weights (the default), ``static_uniform``
 takes their plain mean (``StaticEmbedder(weighted=False)``).
 
-MiniLM is slow (~3.8M tokens for the 60 histories: 20 min on an idle
-2-core machine at 3,500 tokens/s, over an hour on a busy one), so its turn
+MiniLM is slow (3.78M tokens for the 56 histories: 77 min measured on a busy
+2-core machine), so its turn
 embeddings are cached per history under ``--cache`` (default: the system
 temp directory), keyed by the model file's sha256; ``--limit N`` takes the
 first N histories (sorted by file name) for a quicker look. ``--dataset

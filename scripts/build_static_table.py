@@ -12,7 +12,7 @@ models/all-MiniLM-L6-v2/:
    positive, so the table does not depend on the LAPACK build);
 3. each token gets the SIF weight ``a / (a + p(t))`` (Arora et al. 2017), with
    ``p(t)`` a Zipf law over the tokenizer's vocabulary order: BERT's WordPiece
-   vocabulary lists whole words by decreasing corpus frequency from id 1996
+   vocabulary lists whole words roughly by decreasing corpus frequency from id 1996
    (``the``, ``of``, ``and``...), so ``p`` needs no corpus outside the repo.
 
 Everything is deterministic: ONNX Runtime runs on one thread, numpy in

@@ -53,6 +53,7 @@ _LAZY = {
     "Embedder": "ctxengine.embed",
     "EmbeddingCache": "ctxengine.embed",
     "MemoryEmbeddingCache": "ctxengine.embed",
+    "StaticEmbedder": "ctxengine.static_embed",
     "Summarizer": "ctxengine.summarize",
     "BaseSummarizer": "ctxengine.summarize",
     "CallableSummarizer": "ctxengine.summarize",
@@ -131,10 +132,6 @@ if TYPE_CHECKING:
     from ctxengine.compress import CompressedChunk, CompressionResult, compress
     from ctxengine.engine import ContextEngine, HeadTailSummarizer
     from ctxengine.extractive import ExtractiveSummarizer
+    from ctxengine.static_embed import StaticEmbedder
     from ctxengine.summarize import BaseSummarizer, CallableSummarizer, OnnxSeq2SeqSummarizer, Summarizer
     from ctxengine.types import ContextResult, ItemResult, Report
-
-# Static embeddings, the fast path (issue 4)
-from ctxengine.static_embed import StaticEmbedder  # noqa: E402
-
-__all__ += ["StaticEmbedder"]
