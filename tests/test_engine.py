@@ -297,3 +297,25 @@ def test_restore_after_anthropic_split() -> None:
     res = engine.optimize(msgs, budget=120)
     removed = [i for i in res.items if i.status != "kept" and i.id.startswith("r1")]
     assert removed and engine.restore(removed[0].id) == original
+
+
+def test_semantic_layer_uses_the_embedder() -> None:
+    import numpy as np
+
+    class Marker:
+        """Puts every text that mentions 'zebra' in one direction, the rest in another."""
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def encode(self, texts):
+            self.calls += 1
+            return np.array([[1.0, 0.0] if "zebra" in t or "striped" in t else [0.0, 1.0] for t in texts], np.float32)
+
+    msgs = [{"role": "user", "content": f"note {i} about nothing much"} for i in range(20)]
+    msgs[5] = {"role": "user", "content": "a zebra crossed the road"}
+    dense = Marker()
+    res = ContextEngine(encoding="cl100k_base", embedder=dense).optimize(msgs, query="striped animal", budget=1000)
+    lexical = ContextEngine(encoding="cl100k_base", embedder=None).optimize(msgs, query="striped animal", budget=1000)
+    assert dense.calls == 1
+    assert res.items[5].layers["semantic"] == 1.0 and lexical.items[5].layers["semantic"] == 0.0

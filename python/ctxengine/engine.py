@@ -50,11 +50,14 @@ class ContextEngine:
         tokenizer: Tokenizer | None = None,
         config: EngineConfig | None = None,
         summarizer: Summarizer | None = None,
+        embedder: Any = "static",
     ) -> None:
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(model, encoding)
         self.config = config if config is not None else EngineConfig()
         self.summarizer = summarizer if summarizer is not None else HeadTailSummarizer(tokenizer=self.tokenizer)
         self._archive: dict[str, dict[str, Any]] = {}
+        self._embedder_spec = embedder
+        self._embedder: Any = None
         self._summary_cache: dict[tuple[str, int], str] = {}
 
     def optimize(
@@ -91,7 +94,7 @@ class ContextEngine:
         query = self._query(items, query)
         lap("parse")
         tokens_in = sum(it.tokens for it in items) + 3
-        scores, layers = score_items(items, query, self.config.weights, self.config.half_life_turns)
+        scores, layers = score_items(items, query, self.config.weights, self.config.half_life_turns, self.embedder)
         lap("score")
         strategy = self.config.strategy
         if strategy == "auto" or tokens_in <= budget:
@@ -130,6 +133,20 @@ class ContextEngine:
     def should_compact(self, messages: Sequence[dict[str, Any]]) -> bool:
         """True once the messages take more than `compact_threshold` of the model's window."""
         return self.count(messages) > self.config.compact_threshold * self.config.context_window
+
+    @property
+    def embedder(self) -> Any:
+        """The dense half of the semantic layer: by default the static MiniLM
+        table (plain mean, which fuses best with BM25), loaded on first use;
+        `embedder=None` keeps scoring lexical, any object with `encode` works."""
+        if self._embedder is None and self._embedder_spec is not None:
+            if self._embedder_spec == "static":
+                from ctxengine.static_embed import StaticEmbedder
+
+                self._embedder = StaticEmbedder(weighted=False)
+            else:
+                self._embedder = self._embedder_spec
+        return self._embedder
 
     # -- helpers ---------------------------------------------------------------------
 
