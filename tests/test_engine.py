@@ -203,7 +203,7 @@ def test_should_compact_and_warnings() -> None:
     assert any("tool result" in w for w in res.report.warnings)
 
 
-@pytest.mark.parametrize("strategy", ["windowed", "compacted", "auto", "full", "optimal"])
+@pytest.mark.parametrize("strategy", ["windowed", "compacted", "multi_level", "auto", "full", "optimal"])
 def test_every_strategy_fits_and_keeps_protected(strategy) -> None:
     engine = ContextEngine(encoding="cl100k_base", config=EngineConfig(strategy=strategy))
     msgs = long_history()
@@ -240,7 +240,38 @@ def test_auto_picks_by_pressure() -> None:
     assert engine.optimize(msgs, budget=total + 10).report.strategy == "full"
     assert engine.optimize(msgs, budget=int(total / 1.5)).report.strategy == "windowed"
     assert engine.optimize(msgs, budget=int(total / 3)).report.strategy == "compacted"
-    assert engine.optimize(msgs, budget=int(total / 8)).report.strategy == "optimal"
+    assert engine.optimize(msgs, budget=int(total / 8)).report.strategy == "multi_level"
+
+
+def test_multi_level_summarises_chunks_at_two_levels_and_caches_them() -> None:
+    from ctxengine import CallableSummarizer
+
+    calls: list[str] = []
+
+    def shorten(prompt: str) -> str:
+        calls.append(prompt)
+        return "gist"
+
+    engine = ContextEngine(encoding="cl100k_base", config=EngineConfig(strategy="multi_level"),
+                           summarizer=CallableSummarizer(shorten))
+    msgs = long_history()
+    res = engine.optimize(msgs, budget=3000)
+    assert res.report.strategy == "multi_level" and res.tokens <= 3000
+    check_valid(res.messages)
+    chunk_summaries = [m["content"] for m in res.messages if m["content"].startswith("[level-")]
+    assert chunk_summaries, "older messages should stand as chunk summaries"
+    assert any(s.startswith("[level-2") for s in chunk_summaries)  # the budget forces some to level 2
+    # The newest 20 messages (the recent chunk) are verbatim, and so are the protected ones.
+    contents = [m["content"] for m in res.messages]
+    assert all(m["content"] in contents for m in msgs[-20:]) and msgs[0]["content"] in contents
+    # Every message of a summarised chunk is reported summarised and can be restored.
+    summarised = [it for it in res.items if it.status == "summarized"]
+    assert summarised and all("chunk summary" in it.reason for it in summarised)
+    assert engine.restore(summarised[0].id)["content"] == next(m for m in msgs if m.get("id") == summarised[0].id)["content"]
+    # Summaries are cached: the same call again summarises nothing.
+    before = len(calls)
+    engine.optimize(msgs, budget=3000)
+    assert len(calls) == before
 
 
 def test_summaries_are_cached_by_content() -> None:

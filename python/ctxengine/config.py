@@ -11,7 +11,7 @@ from ctxengine.errors import InvalidInputError
 
 __all__ = ["EngineConfig", "DEFAULT_WEIGHTS", "STRATEGIES"]
 
-STRATEGIES = ("optimal", "auto", "full", "windowed", "compacted")
+STRATEGIES = ("optimal", "auto", "full", "windowed", "compacted", "multi_level")
 
 #: The seed spec's layer weights; cross-reference is a boost on top.
 DEFAULT_WEIGHTS = {
@@ -27,11 +27,13 @@ DEFAULT_WEIGHTS = {
 class EngineConfig(msgspec.Struct, kw_only=True):
     budget: int = 8000
     """Default token budget of `optimize` when none is passed."""
-    strategy: Literal["optimal", "auto", "full", "windowed", "compacted"] = "optimal"
+    strategy: Literal["optimal", "auto", "full", "windowed", "compacted", "multi_level"] = "optimal"
     """optimal: the knapsack over scores; windowed: newest ~70% verbatim, older
     summarised; compacted: oldest 40% heavily summarised, middle 35% key
-    messages with gap markers, newest 25% verbatim; full: everything (only when
-    it fits; otherwise optimal); auto: picked by how far over budget."""
+    messages with gap markers, newest 25% verbatim; multi_level: chunks of ~20
+    older messages each replaced by a level-1 or level-2 summary (or dropped),
+    the newest chunk verbatim; full: everything (only when it fits; otherwise
+    optimal); auto: picked by how far over budget."""
     weights: dict[str, float] = msgspec.field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     protect_last: int = 4
     """The last N messages are soft-protected: verbatim when they fit, shortened otherwise."""

@@ -12,6 +12,7 @@ from typing import Any
 
 from ctxengine._core import Tokenizer
 from ctxengine.adapters import from_anthropic, is_anthropic
+from ctxengine.engine_cache import EngineCache
 from ctxengine.errors import InvalidInputError, InvalidTypeError
 from ctxengine.tokens import message_costs
 from ctxengine.types import Item
@@ -23,9 +24,12 @@ API_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
-def parse_messages(messages: Any, tokenizer: Tokenizer, system: str | None = None) -> list[Item]:
+def parse_messages(
+    messages: Any, tokenizer: Tokenizer, system: str | None = None, cache: EngineCache | None = None
+) -> list[Item]:
     """Validate `messages` (OpenAI-style dicts, or Anthropic-style content
-    blocks) and return one `Item` per message, `system` first when given."""
+    blocks) and return one `Item` per message, `system` first when given.
+    With a `cache`, messages counted before are not counted again."""
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise InvalidTypeError(f"messages: expected a list of message dicts, got {type(messages).__name__}")
     messages = list(messages)
@@ -36,7 +40,10 @@ def parse_messages(messages: Any, tokenizer: Tokenizer, system: str | None = Non
             raise InvalidTypeError(f"system: expected str, got {type(system).__name__}")
         messages = [{"role": "system", "content": system, "id": "system", "pinned": True}, *messages]
     api_messages = [_api_message(m, i) for i, m in enumerate(messages)]
-    costs = message_costs(api_messages, tokenizer)
+    if cache is None:
+        costs = message_costs(api_messages, tokenizer)
+    else:
+        costs = cache.costs_of(api_messages, lambda todo: message_costs(todo, tokenizer))
     items: list[Item] = []
     seen_ids: set[str] = set()
     open_calls: set[str] = set()

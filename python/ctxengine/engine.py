@@ -15,6 +15,7 @@ from ctxengine._core import Tokenizer
 from ctxengine.compaction import head_tail
 from ctxengine.config import EngineConfig
 from ctxengine.conversation import parse_messages
+from ctxengine.engine_cache import CachingEmbedder, EngineCache
 from ctxengine.errors import InvalidInputError, InvalidTypeError
 from ctxengine.layers import layer_messages
 from ctxengine.plan import KEEP, Plan, choose_strategy, plan_items
@@ -58,7 +59,7 @@ class ContextEngine:
         self._archive: dict[str, dict[str, Any]] = {}
         self._embedder_spec = embedder
         self._embedder: Any = None
-        self._summary_cache: dict[tuple[str, int], str] = {}
+        self.cache = EngineCache()
 
     def optimize(
         self,
@@ -87,7 +88,7 @@ class ContextEngine:
             clock = now
 
         budget = self._budget(budget)
-        items = parse_messages(messages, self.tokenizer, system=system)
+        items = parse_messages(messages, self.tokenizer, system=system, cache=self.cache)
         allocation: dict[str, int] = {}
         if layers:
             items, allocation = self._with_layers(messages, system, items, layers, budget)
@@ -106,7 +107,7 @@ class ContextEngine:
             strategy = plan.strategy
         lap("plan")
         out, tokens, results = render(
-            items, plan, scores, layers, budget, self.tokenizer, self.summarizer, query, self._summary_cache
+            items, plan, scores, layers, budget, self.tokenizer, self.summarizer, query, self.cache
         )
         lap("render")
         self._archive_changed(items, results)
@@ -143,9 +144,10 @@ class ContextEngine:
             if self._embedder_spec == "static":
                 from ctxengine.static_embed import StaticEmbedder
 
-                self._embedder = StaticEmbedder(weighted=False)
+                embedder = StaticEmbedder(weighted=False)
             else:
-                self._embedder = self._embedder_spec
+                embedder = self._embedder_spec
+            self._embedder = CachingEmbedder(embedder, self.cache.embeddings)
         return self._embedder
 
     # -- helpers ---------------------------------------------------------------------
@@ -163,7 +165,7 @@ class ContextEngine:
         head = next((i for i, m in enumerate(raw) if m.get("role") not in ("system", "developer")), len(raw))
         merged = [*raw[:head], *extra, *raw[head:]]
         allocation = {str(k): int(v) for k, v in alloc.to_dict().items()}
-        return parse_messages(merged, self.tokenizer), allocation
+        return parse_messages(merged, self.tokenizer, cache=self.cache), allocation
 
     def _budget(self, budget: int | None) -> int:
         budget = self.config.budget if budget is None else budget

@@ -15,7 +15,8 @@ from ctxengine._core import Tokenizer, select_options
 from ctxengine.compaction import CLEARABLE_KINDS, NEVER_COMPACT, placeholder
 from ctxengine.config import EngineConfig
 from ctxengine.errors import BudgetError
-from ctxengine.tokens import REPLY_PRIMING
+from ctxengine.multilevel import CHUNK_SIZE, LEVEL2_SHARE, Chunk, chunk_marker, make_chunks, movable_for_chunks
+from ctxengine.tokens import REPLY_PRIMING, count_messages
 from ctxengine.types import Item
 
 __all__ = ["Plan", "plan_items", "choose_strategy", "zones", "KEEP", "SUMMARY", "CLEAR", "DROP", "SUMMARY_MARKER"]
@@ -47,6 +48,8 @@ class Plan(msgspec.Struct, kw_only=True):
     gap: float = 0.0
     gap_markers: bool = False
     """Whether runs of dropped messages are marked with `[... N messages omitted ...]`."""
+    chunks: list[Chunk] = msgspec.field(default_factory=list)
+    """MULTI_LEVEL: the chunks of older messages and the summary level chosen for each."""
 
 
 def content_tokens(item: Item, tokenizer: Tokenizer) -> int:
@@ -87,8 +90,8 @@ def soft_protected(items: Sequence[Item], config: EngineConfig) -> np.ndarray:
 
 def choose_strategy(tokens: int, budget: int) -> str:
     """`auto`: the OpenScroll progression by how far over budget the history is:
-    fits -> full, up to 2x -> windowed, up to 5x -> compacted, beyond -> optimal
-    (the knapsack, which degrades most gracefully)."""
+    fits -> full, up to 2x -> windowed, up to 5x -> compacted, beyond ->
+    multi_level (chunk summaries at two levels)."""
     ratio = tokens / budget
     if ratio <= 1:
         return "full"
@@ -96,7 +99,7 @@ def choose_strategy(tokens: int, budget: int) -> str:
         return "windowed"
     if ratio <= 5:
         return "compacted"
-    return "optimal"
+    return "multi_level"
 
 
 def zones(items: Sequence[Item], strategy: str, room: int) -> list[str]:
@@ -113,6 +116,9 @@ def zones(items: Sequence[Item], strategy: str, room: int) -> list[str]:
                 break
             out[i] = "window"
         return out
+    if strategy == "multi_level":
+        # The recent chunk verbatim first; older messages go into chunk summaries.
+        return ["free"] * max(0, n - CHUNK_SIZE) + ["window"] * min(n, CHUNK_SIZE)
     if strategy == "compacted":
         # Oldest 40%: heavy summary; middle 35%: key messages only; newest 25%: verbatim.
         old, middle = round(n * 0.40), round(n * 0.75)
@@ -167,14 +173,54 @@ def plan_items(
             if stub + SEAM_SLACK < text_tokens:
                 costs[i, CLEAR] = it.tokens - text_tokens + stub + SEAM_SLACK
                 values[i, CLEAR] = base[i] * CLEAR_SHARE
-    choices, info = select_options(costs, values, room, protected=hard, groups=tool_groups(items), return_info=True)
-    # A tool call shares its results' choice but is itself always kept whole.
-    chosen = [KEEP if items[i].tool_call_ids and c in (SUMMARY, CLEAR) else int(c) for i, c in enumerate(choices)]
+    groups = tool_groups(items)
+    chunks: list[Chunk] = []
+    if strategy == "multi_level":
+        movable = movable_for_chunks(items, hard, groups, CHUNK_SIZE) & ~soft
+        chunks = make_chunks(items, movable, groups, tokenizer, config.summary_ratio, config.min_summary_tokens)
+    rows = [i for i in range(n) if not any(i in c.indices for c in chunks)] if chunks else list(range(n))
+    chunk_costs, chunk_values = _chunk_options(chunks, items, base, room, tokenizer)
+    choices, info = select_options(
+        np.vstack([costs[rows], chunk_costs]), np.vstack([values[rows], chunk_values]), room,
+        protected=np.concatenate([hard[rows], np.zeros(len(chunks), dtype=bool)]),
+        groups=np.concatenate([groups[rows], np.full(len(chunks), -1, dtype=np.int64)]), return_info=True,
+    )
+    chosen = [DROP] * n
+    chosen_values = [0.0] * n
+    for row, i in enumerate(rows):
+        # A tool call shares its results' choice but is itself always kept whole.
+        c = int(choices[row])
+        chosen[i] = KEEP if items[i].tool_call_ids and c in (SUMMARY, CLEAR) else c
+        chosen_values[i] = float(values[i, chosen[i]])
+    for k, chunk in enumerate(chunks):
+        option = int(choices[len(rows) + k])
+        chunk.level = {0: 1, 1: 2}.get(option, 0)
+        for i in chunk.indices:
+            chosen[i] = SUMMARY if chunk.level else DROP
+            chosen_values[i] = float(chunk_values[k, option]) / len(chunk.indices)
     return Plan(
         strategy=strategy,
         choices=chosen,
-        summary_targets={i: targets[i] for i, c in enumerate(chosen) if c == SUMMARY and i in targets},
-        values=[float(values[i, c]) for i, c in enumerate(chosen)],
+        summary_targets={i: targets[i] for i in rows if chosen[i] == SUMMARY and i in targets},
+        values=chosen_values,
         gap=float(info["gap"]),
         gap_markers=strategy == "compacted",
+        chunks=chunks,
     )
+
+
+def _chunk_options(
+    chunks: Sequence[Chunk], items: Sequence[Item], base: np.ndarray, room: int, tokenizer: Tokenizer
+) -> tuple[np.ndarray, np.ndarray]:
+    """Knapsack rows of the chunks: level-1 summary, level-2 summary, -, drop.
+    Costs are upper bounds: framing, marker, the target and the seam slack."""
+    costs = np.full((len(chunks), 4), room + 1, dtype=np.int64)
+    values = np.zeros((len(chunks), 4), dtype=np.float64)
+    for k, chunk in enumerate(chunks):
+        worth = float(base[chunk.indices].sum()) * SUMMARY_SHARE
+        for option, (level, target) in enumerate(zip((1, 2), chunk.targets)):
+            framing = int(count_messages([{"role": "system", "content": chunk_marker(chunk, items, level)}], tokenizer=tokenizer))
+            costs[k, option] = framing - REPLY_PRIMING + target + SEAM_SLACK
+            values[k, option] = worth * (1.0 if level == 1 else LEVEL2_SHARE)
+        costs[k, DROP] = 0
+    return costs, values

@@ -3,7 +3,6 @@ left out, and the exact token count of what comes out."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,6 +10,8 @@ import numpy as np
 
 from ctxengine._core import Tokenizer
 from ctxengine.compaction import placeholder
+from ctxengine.engine_cache import EngineCache, content_hash
+from ctxengine.multilevel import Chunk, chunk_marker
 from ctxengine.plan import CLEAR, DROP, KEEP, SUMMARY, SUMMARY_MARKER, Plan, hard_protected, tool_groups
 from ctxengine.summarize import Summarizer
 from ctxengine.tokens import count_messages
@@ -30,16 +31,19 @@ def render(
     tokenizer: Tokenizer,
     summarizer: Summarizer,
     query: str,
-    cache: dict[tuple[str, int], str] | None = None,
+    cache: EngineCache | None = None,
 ) -> tuple[list[dict[str, Any]], int, list[ItemResult]]:
-    contents = _summaries(items, plan, summarizer, query, {} if cache is None else cache)
+    cache = EngineCache() if cache is None else cache
+    contents = _summaries(items, plan, summarizer, query, cache)
     for i, it in enumerate(items):
         if plan.choices[i] == CLEAR:
             contents[i] = placeholder(it)
-    messages, kept = _assemble(items, plan.choices, contents, plan.gap_markers)
+    chunk_messages = _chunk_summaries(items, plan.chunks, summarizer, cache)
+    messages, kept = _assemble(items, plan.choices, contents, plan.gap_markers, chunk_messages)
     total = count_messages(messages, tokenizer=tokenizer)
     # The plan's costs are upper bounds (gap markers excepted), so this is a
-    # guard: drop the least valuable droppable message, with its tool group.
+    # guard: drop the least valuable droppable message, with its tool group
+    # (a chunk summary goes as a whole).
     groups = tool_groups(items)
     order = sorted((i for i in kept if not hard_protected(items[i])), key=lambda i: plan.values[i])
     while total > budget and order:
@@ -47,7 +51,13 @@ def render(
         for j in range(len(items)):
             if j == first or (groups[first] >= 0 and groups[j] == groups[first]):
                 plan.choices[j] = DROP
-        messages, kept = _assemble(items, plan.choices, contents, plan.gap_markers)
+        for chunk in plan.chunks:
+            if first in chunk.indices:
+                chunk.level = 0
+                chunk_messages.pop(chunk.indices[0], None)
+                for j in chunk.indices:
+                    plan.choices[j] = DROP
+        messages, kept = _assemble(items, plan.choices, contents, plan.gap_markers, chunk_messages)
         total = count_messages(messages, tokenizer=tokenizer)
     results = [
         ItemResult(
@@ -57,32 +67,80 @@ def render(
         )
         for i, it in enumerate(items)
     ]
+    _attribute_chunks(results, plan.chunks, chunk_messages, tokenizer)
     return messages, total, results
 
 
 def _summaries(
-    items: Sequence[Item], plan: Plan, summarizer: Summarizer, query: str, cache: dict[tuple[str, int], str]
+    items: Sequence[Item], plan: Plan, summarizer: Summarizer, query: str, cache: EngineCache
 ) -> dict[int, str]:
     """Summaries of the planned items; a (text, target) pair summarised before is
     taken from `cache` (keyed by content hash), so a conversation that grows by a
-    turn re-summarises nothing old."""
-    texts = {i: str(items[i].message.get("content") or "") for i in plan.summary_targets}
-    keys = {i: (hashlib.sha256(t.encode("utf-8")).hexdigest(), plan.summary_targets[i]) for i, t in texts.items()}
-    missing = sorted(i for i in texts if keys[i] not in cache)
+    turn re-summarises nothing old. Summaries are made without the query for
+    the same reason: the query changes every turn, the old messages do not."""
+    order = sorted(plan.summary_targets)
+    texts = [str(items[i].message.get("content") or "") for i in order]
+    found = _cached_summaries([(t, plan.summary_targets[i]) for t, i in zip(texts, order)], summarizer, cache)
+    return {i: SUMMARY_MARKER + s for i, s in zip(order, found)}
+
+
+def _chunk_summaries(
+    items: Sequence[Item], chunks: Sequence[Chunk], summarizer: Summarizer, cache: EngineCache
+) -> dict[int, dict[str, Any]]:
+    """One system message per summarised chunk, keyed by the chunk's first
+    index. Level 2 summarises the level-1 summary; both are cached."""
+    first = _cached_summaries([(c.text, c.targets[0]) for c in chunks if c.level], summarizer, cache)
+    level1 = dict(zip([id(c) for c in chunks if c.level], first))
+    second = _cached_summaries([(level1[id(c)], c.targets[1]) for c in chunks if c.level == 2], summarizer, cache)
+    level2 = dict(zip([id(c) for c in chunks if c.level == 2], second))
+    return {
+        c.indices[0]: {"role": "system", "content": chunk_marker(c, items, c.level) + (level2 if c.level == 2 else level1)[id(c)]}
+        for c in chunks if c.level
+    }
+
+
+def _cached_summaries(requests: list[tuple[str, int]], summarizer: Summarizer, cache: EngineCache) -> list[str]:
+    keys = [(content_hash(text), target) for text, target in requests]
+    found = [cache.summary(k) for k in keys]
+    missing = [k for k, f in enumerate(found) if f is None]
     if missing:
-        fresh = summarizer.summarize([texts[i] for i in missing], [plan.summary_targets[i] for i in missing], query=query or None)
-        cache.update({keys[i]: s for i, s in zip(missing, fresh)})
-    return {i: SUMMARY_MARKER + cache[keys[i]] for i in texts}
+        fresh = summarizer.summarize([requests[k][0] for k in missing], [requests[k][1] for k in missing])
+        for k, summary in zip(missing, fresh):
+            cache.put_summary(keys[k], summary)
+            found[k] = summary
+    return [str(f) for f in found]
+
+
+def _attribute_chunks(
+    results: list[ItemResult], chunks: Sequence[Chunk], chunk_messages: dict[int, dict[str, Any]], tokenizer: Tokenizer
+) -> None:
+    """A chunk summary's tokens are reported on the chunk's first message."""
+    for chunk in chunks:
+        message = chunk_messages.get(chunk.indices[0])
+        for i in chunk.indices:
+            results[i].tokens_out = 0
+            results[i].reason = f"in a level-{chunk.level} chunk summary" if message else "in a dropped chunk"
+        if message:
+            results[chunk.indices[0]].tokens_out = count_messages([message], tokenizer=tokenizer) - 3
 
 
 def _assemble(
-    items: Sequence[Item], choices: list[int], contents: dict[int, str], gap_markers: bool = False
+    items: Sequence[Item],
+    choices: list[int],
+    contents: dict[int, str],
+    gap_markers: bool = False,
+    chunk_messages: dict[int, dict[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], list[int]]:
     messages: list[dict[str, Any]] = []
     kept: list[int] = []
     omitted = 0
+    chunk_messages = chunk_messages or {}
     for i, it in enumerate(items):
-        if choices[i] == DROP:
+        if i in chunk_messages:
+            messages.append(chunk_messages[i])
+            kept.append(i)
+            continue
+        if choices[i] == DROP or (choices[i] == SUMMARY and i not in contents):
             omitted += 1
             continue
         if gap_markers and omitted:
