@@ -350,3 +350,23 @@ def test_semantic_layer_uses_the_embedder() -> None:
     lexical = ContextEngine(encoding="cl100k_base", embedder=None).optimize(msgs, query="striped animal", budget=1000)
     assert dense.calls == 1
     assert res.items[5].layers["semantic"] == 1.0 and lexical.items[5].layers["semantic"] == 0.0
+
+
+def test_neighbour_expansion_pulls_in_the_question_a_kept_answer_replies_to() -> None:
+    from ctxengine.config import DEFAULT_WEIGHTS
+
+    msgs = []
+    for i in range(30):
+        msgs.append({"role": "user", "content": f"Tell me something about topic {i} please, in detail. " * 3, "id": f"u{i}"})
+        answer = "The zebra migration: zebras cross the Mara river. " if i == 5 else f"Filler answer {i} about clouds. "
+        msgs.append({"role": "assistant", "content": answer * 6, "id": f"a{i}"})
+    msgs.append({"role": "user", "content": "ok thanks", "id": "q"})
+    weights = {**DEFAULT_WEIGHTS, "cross_reference": 0.0}  # only the expansion links the pair
+    status = {}
+    for expand in (False, True):
+        engine = ContextEngine(encoding="cl100k_base", config=EngineConfig(expand_neighbours=expand, weights=weights))
+        res = engine.optimize(msgs, budget=600, query="zebra migration Mara river")
+        assert res.tokens <= 600
+        status[expand] = {it.id: it.status for it in res.items}
+    assert status[False]["a5"] == status[True]["a5"] == "kept"
+    assert status[False]["u5"] == "dropped" and status[True]["u5"] == "kept"

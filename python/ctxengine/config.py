@@ -37,6 +37,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     weights: dict[str, float] = msgspec.field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     protect_last: int = 4
     """The last N messages are soft-protected: verbatim when they fit, shortened otherwise."""
+    expand_neighbours: bool = True
+    """Neighbour expansion: a kept assistant answer pulls in the user turn it
+    replies to (its value lifted, the knapsack solved again)."""
     half_life_turns: float = 20.0
     summary_ratio: float = 0.3
     """A summarised message keeps about this share of its tokens."""

@@ -19,7 +19,7 @@ from ctxengine.multilevel import CHUNK_SIZE, LEVEL2_SHARE, Chunk, chunk_marker, 
 from ctxengine.tokens import REPLY_PRIMING, count_messages
 from ctxengine.types import Item
 
-__all__ = ["Plan", "plan_items", "choose_strategy", "zones", "KEEP", "SUMMARY", "CLEAR", "DROP", "SUMMARY_MARKER"]
+__all__ = ["Plan", "plan_items", "choose_strategy", "zones", "pull_in_neighbours", "KEEP", "SUMMARY", "CLEAR", "DROP", "SUMMARY_MARKER"]
 
 KEEP, SUMMARY, CLEAR, DROP = 0, 1, 2, 3
 SUMMARY_MARKER = "[summary] "
@@ -35,6 +35,9 @@ SOFT_PRESENT, SOFT_VERBATIM_BONUS = 5e5, 0.5
 # LongMemEval-S dev set: see benches/eval_longmemeval.py and the README).
 SCORE_POWER = 3.0
 SUMMARY_SHARE, CLEAR_SHARE = 0.35, 0.02
+# Neighbour expansion: a kept answer lifts the dropped question it replies to
+# by this share of its own value.
+NEIGHBOUR_SHARE = 0.5
 # Joining a marker and a summary can merge a token or two across the seam.
 SEAM_SLACK = 2
 
@@ -178,13 +181,20 @@ def plan_items(
     if strategy == "multi_level":
         movable = movable_for_chunks(items, hard, groups, CHUNK_SIZE) & ~soft
         chunks = make_chunks(items, movable, groups, tokenizer, config.summary_ratio, config.min_summary_tokens)
-    rows = [i for i in range(n) if not any(i in c.indices for c in chunks)] if chunks else list(range(n))
+    in_chunk = {i for c in chunks for i in c.indices}
+    rows = [i for i in range(n) if i not in in_chunk]
     chunk_costs, chunk_values = _chunk_options(chunks, items, base, room, tokenizer)
-    choices, info = select_options(
-        np.vstack([costs[rows], chunk_costs]), np.vstack([values[rows], chunk_values]), room,
-        protected=np.concatenate([hard[rows], np.zeros(len(chunks), dtype=bool)]),
-        groups=np.concatenate([groups[rows], np.full(len(chunks), -1, dtype=np.int64)]), return_info=True,
-    )
+
+    def solve() -> tuple[np.ndarray, dict]:
+        return select_options(
+            np.vstack([costs[rows], chunk_costs]), np.vstack([values[rows], chunk_values]), room,
+            protected=np.concatenate([hard[rows], np.zeros(len(chunks), dtype=bool)]),
+            groups=np.concatenate([groups[rows], np.full(len(chunks), -1, dtype=np.int64)]), return_info=True,
+        )
+
+    choices, info = solve()
+    if config.expand_neighbours and pull_in_neighbours(items, rows, choices, values, base):
+        choices, info = solve()
     chosen = [DROP] * n
     chosen_values = [0.0] * n
     for row, i in enumerate(rows):
@@ -207,6 +217,32 @@ def plan_items(
         gap_markers=strategy == "compacted",
         chunks=chunks,
     )
+
+
+def answered_turn(items: Sequence[Item], i: int) -> int | None:
+    """The message `items[i]` answers: the user turn before an assistant turn."""
+    if items[i].role == "assistant" and i > 0 and items[i - 1].role == "user":
+        return i - 1
+    return None
+
+
+def pull_in_neighbours(
+    items: Sequence[Item], rows: Sequence[int], choices: np.ndarray, values: np.ndarray, base: np.ndarray
+) -> bool:
+    """Neighbour expansion: a user turn whose answer the first solve kept but
+    that was itself dropped is lifted by NEIGHBOUR_SHARE of the answer's
+    value (the answer makes little sense without its question); True when
+    anything was lifted, so the knapsack solves again."""
+    row_of = {i: row for row, i in enumerate(rows)}
+    lifted = False
+    for row, i in enumerate(rows):
+        j = answered_turn(items, i)
+        if j is None or j not in row_of or int(choices[row]) == DROP or int(choices[row_of[j]]) != DROP:
+            continue
+        boost = NEIGHBOUR_SHARE * float(base[i])
+        values[j, [KEEP, SUMMARY]] += boost * np.array([1.0, SUMMARY_SHARE])
+        lifted = True
+    return lifted
 
 
 def _chunk_options(
