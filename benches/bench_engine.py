@@ -38,13 +38,15 @@ TOK = get_tokenizer()
 def conversation() -> tuple[list[dict[str, Any]], str]:
     files = sorted((SHARED_DATA / "conversations" / "longmemeval_s").glob("*.json"))
     if files:
-        data = json.loads(files[0].read_text(encoding="utf-8"))
-        turns = [
-            {"role": t["role"], "content": t["content"],
-             "timestamp": date.split(" (")[0].replace("/", "-") + "T" + date.split(") ")[-1] + ":00"}
-            for date, session in zip(data["haystack_dates"], data["haystack_sessions"])
-            for t in session
-        ]
+        turns: list[dict[str, Any]] = []
+        for path in files[:2]:  # one history has ~450 turns: the second one's older sessions come first
+            data = json.loads(path.read_text(encoding="utf-8"))
+            turns = [
+                {"role": t["role"], "content": t["content"],
+                 "timestamp": date.split(" (")[0].replace("/", "-") + "T" + date.split(") ")[-1] + ":00"}
+                for date, session in zip(data["haystack_dates"], data["haystack_sessions"])
+                for t in session
+            ] + turns
         return turns[-MESSAGES:], data["question"]
     print("\n[bench_engine] LongMemEval-S not found: using a synthetic chat")
     return synthetic(), "What did we decide about the Lisbon hotel budget?"

@@ -5,9 +5,13 @@ with the question as query. Reported per budget (1/8 of the history, and 2,000
 tokens): the share of `has_answer` turns whose text survives verbatim, the share
 of questions whose answer string appears in the context, and the same for the
 baselines computed in the same run: recency (latest turns that fit; also
-langchain-core's trim_messages when installed) and BM25 top turns.
+langchain-core's trim_messages when installed), BM25 top turns, MiniLM top
+turns (`ctxengine.Embedder`, turn vectors cached on disk as in
+eval_retrieval.py: the first run embeds ~4M tokens, about 20 minutes on 2
+cores; `--no-minilm` skips it) and a plain reciprocal rank fusion of BM25 with
+the static embedder. Each baseline takes its top turns while they fit.
 
-    python benches/eval_longmemeval.py [--limit N] [--budgets eighth,2000]
+    python benches/eval_longmemeval.py [--limit N] [--budgets eighth,2000] [--no-minilm]
 """
 
 from __future__ import annotations
@@ -16,12 +20,16 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 import ctxengine
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from eval_retrieval import History, MiniLM, rrf  # noqa: E402  (the same cached MiniLM vectors and fusion)
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "conversations" / "longmemeval_s"
 
@@ -30,6 +38,7 @@ def load(limit: int | None):
     files = sorted(DATA.glob("*.json"))[:limit]
     for f in files:
         d = json.loads(f.read_text(encoding="utf-8"))
+        d["_stem"] = f.stem
         msgs, evidence = [], []
         for si, (session, date) in enumerate(zip(d["haystack_sessions"], d["haystack_dates"])):
             stamp = date.split(" (")[0].replace("/", "-") + "T" + date.split(") ")[-1] + ":00"
@@ -63,11 +72,19 @@ def fit_in_order(msgs, chosen: list[int], budget: int, tok) -> list[dict]:
     return [msgs[i] for i in sorted(keep)]
 
 
-def baselines(msgs, question, budget, tok):
+def baselines(msgs, question, budget, tok, dense):
+    """Each baseline's kept messages; `dense` maps a name to (turn vectors,
+    question vector) for the embedding baselines."""
     n = len(msgs)
     out = {"recency": fit_in_order(msgs, list(range(n - 1, -1, -1)), budget, tok)}
     bm = ctxengine.Bm25([m["content"] for m in msgs]).scores(question)
     out["bm25"] = fit_in_order(msgs, list(np.argsort(-bm, kind="stable")), budget, tok)
+    for name, (turns, query) in dense.items():
+        cos = (turns @ query).astype(np.float64)
+        out[name] = fit_in_order(msgs, list(np.argsort(-cos, kind="stable")), budget, tok)
+        if name == "static":
+            out["bm25+static rrf"] = fit_in_order(msgs, list(np.argsort(-rrf(bm, cos), kind="stable")), budget, tok)
+            del out["static"]
     try:
         from langchain_core.messages import AIMessage, HumanMessage
         from langchain_core.messages.utils import trim_messages
@@ -85,12 +102,16 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--budgets", default="eighth,2000")
+    parser.add_argument("--no-minilm", action="store_true", help="skip the MiniLM baseline (slow on first run)")
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "ctxengine-eval-cache")
     args = parser.parse_args()
     if not DATA.is_dir():
         print(f"skipped: evaluation data not found at {DATA}")
         return 0
     engine = ctxengine.ContextEngine(encoding="cl100k_base")
     tok = engine.tokenizer
+    static = ctxengine.StaticEmbedder(weighted=False)
+    minilm = None if args.no_minilm else MiniLM(args.cache)
     rows: dict[tuple[str, str], list[tuple[float, float]]] = {}
     times, over = [], 0
     for d, msgs, evidence in load(args.limit):
@@ -102,7 +123,13 @@ def main() -> int:
             times.append(time.perf_counter() - t0)
             over += res.tokens > budget
             rows.setdefault((name, "ctxengine"), []).append(recall(context_of(res.messages), msgs, evidence, d["answer"]))
-            for base, kept in baselines(msgs, d["question"], budget, tok).items():
+            texts = [m["content"] for m in msgs]
+            dense = {"static": (static.embed(texts), static.embed(d["question"]))}
+            if minilm is not None:
+                history = History(question_id=f"{DATA.name}/{d['_stem']}", question=d["question"],
+                                  turns=texts, evidence=np.zeros(len(texts), dtype=bool))
+                dense["minilm"] = (minilm.turn_vectors(history), minilm.embedder.embed(d["question"]))
+            for base, kept in baselines(msgs, d["question"], budget, tok, dense).items():
                 rows.setdefault((name, base), []).append(recall(context_of(kept), msgs, evidence, d["answer"]))
     print(f"LongMemEval-S, {len(rows.get(('2000', 'ctxengine'), rows.get(next(iter(rows)), [])))} histories; "
           f"optimize median {1e3 * statistics.median(times):.0f} ms, {over} results over budget")

@@ -370,3 +370,69 @@ def test_neighbour_expansion_pulls_in_the_question_a_kept_answer_replies_to() ->
         status[expand] = {it.id: it.status for it in res.items}
     assert status[False]["a5"] == status[True]["a5"] == "kept"
     assert status[False]["u5"] == "dropped" and status[True]["u5"] == "kept"
+
+
+def _tool_pair(call_id: str, output: str, kind: str = "tool_result", path: str = "") -> list[dict]:
+    args = '{"path": "%s"}' % path if path else '{"q": "x"}'
+    return [
+        {"role": "assistant", "content": None, "id": f"call-{call_id}", "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": "read_file" if path else "run", "arguments": args}}]},
+        {"role": "tool", "tool_call_id": call_id, "content": output, "kind": kind, "id": f"out-{call_id}"},
+    ]
+
+
+def test_structural_compaction_comes_first_in_its_order_and_is_restorable() -> None:
+    engine = ContextEngine(encoding="cl100k_base")
+    huge = "\n".join(f"log line {i}: status ok" for i in range(3000))
+    msgs = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the failing build.", "id": "task"},
+        *_tool_pair("c1", "/src/app.py\n" + "old version line\n" * 300, kind="file_read", path="/src/app.py"),
+        *_tool_pair("c2", huge),
+        {"role": "assistant", "content": "We decided to pin numpy below 2.", "kind": "decision", "id": "dec"},
+        *_tool_pair("c3", "DEBUG " * 400, kind="debug_log"),
+        {"role": "user", "content": "Please rerun the whole test suite and paste the output. " * 5, "id": "dup1"},
+        *_tool_pair("c4", "/src/app.py\n" + "new version line\n" * 300, kind="file_read", path="/src/app.py"),
+        {"role": "user", "content": "Please rerun the whole test suite and paste the output. " * 5, "id": "dup2"},
+        {"role": "assistant", "content": "Looking at it now.", "id": "a-last"},
+        {"role": "user", "content": "Is the build green?", "id": "q"},
+    ]
+    total = engine.count(msgs)
+    res = engine.optimize(msgs, budget=total - 15_000)
+    by_id = {it.id: it for it in res.items}
+    assert res.tokens <= total - 15_000
+    # (1) the oversized tool output is cut to head + tail, reversible
+    assert by_id["out-c2"].status == "summarized" and "head + tail" in by_id["out-c2"].reason
+    assert engine.restore("out-c2")["content"] == huge
+    cut = next(m["content"] for m in res.messages if m.get("tool_call_id") == "c2")
+    assert "tokens omitted" in cut and cut.startswith("log line 0")
+    # nothing else had to change: structural steps stop as soon as it fits
+    assert all(by_id[i].status == "kept" for i in ("out-c1", "out-c3", "dup1", "dec"))
+
+    # A tighter budget clears further, in the documented order, never the decision.
+    res = engine.optimize(msgs, budget=1200)
+    by_id = {it.id: it for it in res.items}
+    assert res.tokens <= 1200
+    assert by_id["dec"].status == "kept" and by_id["task"].status == "kept"
+    assert by_id["dup1"].status == "cleared" and by_id["dup1"].reason == "duplicate"
+    assert by_id["out-c1"].status == "cleared"  # the superseded read of /src/app.py
+    assert engine.restore("out-c1")["content"].startswith("/src/app.py\nold version")
+    check_valid(res.messages)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(WORDS + ["Berlin's", "offices", "running", ""]), max_size=30).map(" ".join),
+                min_size=1, max_size=12),
+       st.lists(st.sampled_from(WORDS + ["runs", "office"]), min_size=1, max_size=6).map(" ".join))
+def test_cached_bm25_equals_the_core_index(texts, query) -> None:
+    import numpy as np
+
+    from ctxengine import Bm25
+    from ctxengine.engine_cache import EngineCache
+    from ctxengine.scoring import bm25_scores
+
+    cache = EngineCache()
+    expected = Bm25(texts).scores(query)
+    np.testing.assert_allclose(bm25_scores(cache.terms_of(texts, Bm25.tokenize), query), expected, rtol=1e-12, atol=1e-12)
+    # and again from the cache
+    np.testing.assert_allclose(bm25_scores(cache.terms_of(texts, Bm25.tokenize), query), expected, rtol=1e-12, atol=1e-12)

@@ -4,14 +4,17 @@ trajectory or active_task items."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
+from typing import NamedTuple
+
+import msgspec
 
 from ctxengine._core import Tokenizer
+from ctxengine.tokens import message_costs
 from ctxengine.types import Item
 
-__all__ = ["head_tail", "placeholder", "NEVER_COMPACT", "CLEARABLE_KINDS", "superseded_reads", "duplicates"]
+__all__ = ["head_tail", "placeholder", "NEVER_COMPACT", "CLEARABLE_KINDS", "superseded_reads", "structural_pass", "apply_edits", "Edit"]
 
 NEVER_COMPACT = frozenset({"decision", "quality_gate", "trajectory", "active_task"})
 #: What may be cleared to a placeholder, in the order it is cleared.
@@ -63,13 +66,95 @@ def superseded_reads(items: Sequence[Item]) -> set[int]:
     }
 
 
-def duplicates(items: Sequence[Item]) -> set[int]:
-    """Indices of messages repeated verbatim later (same role and content)."""
-    last: dict[str, int] = {}
-    keys = []
+class Edit(NamedTuple):
+    """A structural change to one message: its new content and what it counts as."""
+
+    status: str
+    """``summarized`` (cut to head + tail) or ``cleared`` (a placeholder)."""
+    content: str
+    reason: str
+
+
+def structural_pass(
+    items: Sequence[Item],
+    room: int,
+    keep: Sequence[bool],
+    tokenizer: Tokenizer,
+    max_tool_output_tokens: int,
+) -> dict[int, Edit]:
+    """The cheap, reversible steps, taken in order and only until the
+    messages fit `room` tokens: (1) tool output over `max_tool_output_tokens`
+    cut to head + tail with an omission marker; (2) exact duplicates collapsed
+    to a placeholder naming the later copy; then cleared to a restorable
+    placeholder: (3) stale tool results, (4) superseded file reads (the same
+    path read again later), (5) debug logs, (6) intermediate outputs, oldest
+    first. `keep[i]` marks what must not change (protected, the recent
+    turns); decision, quality_gate, trajectory and active_task items are never
+    touched."""
+    edits: dict[int, Edit] = {}
+    total = sum(it.tokens for it in items)
+
+    def apply(i: int, edit: Edit) -> None:
+        nonlocal total
+        item = items[i]
+        content_before = item.message.get("content")
+        old = int(tokenizer.count(content_before)) if isinstance(content_before, str) else 0
+        total += int(tokenizer.count(edit.content)) - old
+        edits[i] = edit
+
+    if total <= room:
+        return edits
+    eligible = [
+        i for i, it in enumerate(items)
+        if not keep[i] and it.kind not in NEVER_COMPACT and isinstance(it.message.get("content"), str)
+    ]
+
+    def candidates(predicate) -> list[int]:
+        return [i for i in eligible if i not in edits and predicate(i, items[i])]
+
+    for i in candidates(lambda i, it: it.role == "tool" and it.tokens > max_tool_output_tokens):
+        if total <= room:
+            return edits
+        apply(i, Edit("summarized", head_tail(items[i].message["content"], max_tool_output_tokens, tokenizer),
+                      f"tool output cut to {max_tool_output_tokens} tokens (head + tail)"))
+    later = _later_copies(items)
+    stages = [
+        ("duplicate", lambda i, it: i in later),
+        ("stale tool result", lambda i, it: it.kind == "tool_result"),
+        ("superseded file read", lambda i, it, stale=superseded_reads(items): i in stale),
+        ("debug log", lambda i, it: it.kind == "debug_log"),
+        ("intermediate output", lambda i, it: it.kind == "intermediate"),
+    ]
+    for name, predicate in stages:
+        for i in candidates(predicate):
+            if total <= room:
+                return edits
+            stub = f"[duplicate of {items[later[i]].id}]" if name == "duplicate" else placeholder(items[i])
+            if tokenizer.count(stub) < tokenizer.count(items[i].message["content"]):
+                apply(i, Edit("cleared", stub, name))
+    return edits
+
+
+def apply_edits(items: Sequence[Item], edits: dict[int, Edit], tokenizer: Tokenizer) -> list[Item]:
+    """The items with each edit's content in place and its exact new cost
+    (the text used for scoring stays the original)."""
+    out = list(items)
+    for i, edit in edits.items():
+        message = {**items[i].message, "content": edit.content}
+        out[i] = msgspec.structs.replace(items[i], message=message, tokens=message_costs([message], tokenizer)[0])
+    return out
+
+
+def _later_copies(items: Sequence[Item]) -> dict[int, int]:
+    """For each message repeated verbatim later, the index of its last copy."""
+    last: dict[tuple[str, str], int] = {}
     for i, it in enumerate(items):
-        key = json.dumps([it.role, it.message.get("content")], sort_keys=True, default=str) if it.text else None
-        keys.append(key)
-        if key is not None:
-            last[key] = i
-    return {i for i, key in enumerate(keys) if key is not None and last[key] != i and items[i].kind not in NEVER_COMPACT}
+        content = it.message.get("content")
+        if isinstance(content, str) and content:
+            last[(it.role, content)] = i
+    out = {}
+    for i, it in enumerate(items):
+        content = it.message.get("content")
+        if isinstance(content, str) and content and last[(it.role, content)] != i:
+            out[i] = last[(it.role, content)]
+    return out

@@ -5,6 +5,7 @@ the index of the message and what to change; nothing is dropped silently."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -143,13 +144,21 @@ def _timestamp(value: Any, where: str) -> float | None:
         return float(value)
     if isinstance(value, str):
         try:
-            return _timestamp(dt.datetime.fromisoformat(value.replace("Z", "+00:00")), where)
+            return _iso_seconds(value)
         except ValueError:
             raise InvalidInputError(
                 f"{where}['timestamp']: {value!r} is not ISO 8601; use e.g. '2024-05-01T12:00:00Z', "
                 "a datetime, or epoch seconds"
             ) from None
     raise InvalidTypeError(f"{where}['timestamp']: expected ISO 8601 str, datetime or number, got {type(value).__name__}")
+
+
+@functools.lru_cache(maxsize=65536)
+def _iso_seconds(value: str) -> float:
+    """Epoch seconds of an ISO 8601 text (naive: UTC); cached, as a
+    conversation repeats its session dates."""
+    stamp = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)).timestamp()
 
 
 def dumps_arguments(arguments: Any) -> str:

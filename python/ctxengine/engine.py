@@ -12,17 +12,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxengine._core import Tokenizer
-from ctxengine.compaction import head_tail
+from ctxengine.compaction import Edit, apply_edits, head_tail, structural_pass
 from ctxengine.config import EngineConfig
 from ctxengine.conversation import parse_messages
 from ctxengine.engine_cache import CachingEmbedder, EngineCache
 from ctxengine.errors import InvalidInputError, InvalidTypeError
 from ctxengine.layers import layer_messages
-from ctxengine.plan import KEEP, Plan, choose_strategy, plan_items
+from ctxengine.plan import KEEP, Plan, choose_strategy, hard_protected, plan_items, soft_protected
 from ctxengine.render import render
 from ctxengine.scoring import score_items
 from ctxengine.summarize import BaseSummarizer, Summarizer
-from ctxengine.tokens import count_messages, get_tokenizer
+from ctxengine.tokens import REPLY_PRIMING, count_messages, get_tokenizer
 from ctxengine.types import ContextResult, Item, Report
 
 __all__ = ["ContextEngine", "HeadTailSummarizer"]
@@ -95,19 +95,28 @@ class ContextEngine:
         query = self._query(items, query)
         lap("parse")
         tokens_in = sum(it.tokens for it in items) + 3
-        scores, layers = score_items(items, query, self.config.weights, self.config.half_life_turns, self.embedder)
+        scores, layers = score_items(
+            items, query, self.config.weights, self.config.half_life_turns, self.embedder, self.cache
+        )
         lap("score")
         strategy = self.config.strategy
         if strategy == "auto" or tokens_in <= budget:
             strategy = choose_strategy(tokens_in, budget)
+        edits: dict[int, Edit] = {}
         if strategy == "full" and tokens_in <= budget:
             plan = Plan(strategy="full", choices=[KEEP] * len(items), summary_targets={}, values=[0.0] * len(items))
         else:
-            plan = plan_items(items, scores, budget, self.config, self.tokenizer, "optimal" if strategy == "full" else strategy)
+            edits = self._structural(items, budget)
+            compacted = apply_edits(items, edits, self.tokenizer)
+            plan = plan_items(
+                compacted, scores, budget, self.config, self.tokenizer, "optimal" if strategy == "full" else strategy,
+                self.cache,
+            )
             strategy = plan.strategy
+            items = compacted
         lap("plan")
         out, tokens, results = render(
-            items, plan, scores, layers, budget, self.tokenizer, self.summarizer, query, self.cache
+            items, plan, scores, layers, budget, self.tokenizer, self.summarizer, query, self.cache, edits
         )
         lap("render")
         self._archive_changed(items, results)
@@ -167,6 +176,12 @@ class ContextEngine:
         allocation = {str(k): int(v) for k, v in alloc.to_dict().items()}
         return parse_messages(merged, self.tokenizer, cache=self.cache), allocation
 
+    def _structural(self, items: list[Item], budget: int) -> dict[int, Edit]:
+        """Structural compaction first: the cheap, reversible steps, until the
+        messages fit (protected and soft-protected messages untouched)."""
+        keep = [hard_protected(it) for it in items] | soft_protected(items, self.config)
+        return structural_pass(items, budget - REPLY_PRIMING, list(keep), self.tokenizer, self.config.max_tool_output_tokens)
+
     def _budget(self, budget: int | None) -> int:
         budget = self.config.budget if budget is None else budget
         if isinstance(budget, bool) or not isinstance(budget, int):
@@ -185,7 +200,9 @@ class ContextEngine:
 
     def _archive_changed(self, items: Sequence[Item], results) -> None:
         for it, res in zip(items, results):
-            if res.status != "kept":
+            # A copy, so later edits of the caller's dict cannot change what
+            # `restore` returns; an equal copy archived before is kept as is.
+            if res.status != "kept" and self._archive.get(it.id) != it.source:
                 self._archive[it.id] = copy.deepcopy(it.source)
 
     def _warnings(self, items: Sequence[Item]) -> list[str]:

@@ -113,7 +113,37 @@ class EngineCache:
         self.costs: Lru[bytes, int] = Lru(capacity)
         self.embeddings: Lru[str, np.ndarray] = Lru(capacity)
         self.summaries: Lru[tuple[str, int], str] = Lru(capacity)
+        self.token_counts: Lru[str, int] = Lru(capacity)
+        self.terms: Lru[str, tuple[dict[str, int], int]] = Lru(capacity)
+        """BM25 term frequencies and length of each text."""
+        self.structure: Lru[tuple[str, str | None, str], float] = Lru(capacity)
+        """Structure-layer score by (role, kind, text): independent of the query."""
         self.store = store
+
+    def count_texts(self, texts: Sequence[str], tokenizer: Any) -> list[int]:
+        """Token counts of `texts`, counting only the texts not seen before."""
+        counts: list[int | None] = [self.token_counts.get(t) for t in texts]
+        missing = [i for i, c in enumerate(counts) if c is None]
+        if missing:
+            for i, c in zip(missing, tokenizer.count([texts[i] for i in missing]).tolist()):
+                counts[i] = int(c)
+                self.token_counts.put(texts[i], int(c))
+        return counts  # type: ignore[return-value]
+
+    def terms_of(self, texts: Sequence[str], tokenize: Callable[[str], list[str]]) -> list[tuple[dict[str, int], int]]:
+        """Each text's BM25 term counts and length (terms), cached by text."""
+        out = []
+        for text in texts:
+            found = self.terms.get(text)
+            if found is None:
+                terms = tokenize(text)
+                counts: dict[str, int] = {}
+                for t in terms:
+                    counts[t] = counts.get(t, 0) + 1
+                found = (counts, len(terms))
+                self.terms.put(text, found)
+            out.append(found)
+        return out
 
     def costs_of(self, api_messages: Sequence[dict[str, Any]], compute: Callable[[list[dict[str, Any]]], list[int]]) -> list[int]:
         """Each message's token cost, computing only those not seen before."""
@@ -143,3 +173,6 @@ class EngineCache:
         self.costs.clear()
         self.embeddings.clear()
         self.summaries.clear()
+        self.token_counts.clear()
+        self.terms.clear()
+        self.structure.clear()

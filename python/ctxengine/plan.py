@@ -14,6 +14,7 @@ import numpy as np
 from ctxengine._core import Tokenizer, select_options
 from ctxengine.compaction import CLEARABLE_KINDS, NEVER_COMPACT, placeholder
 from ctxengine.config import EngineConfig
+from ctxengine.engine_cache import EngineCache
 from ctxengine.errors import BudgetError
 from ctxengine.multilevel import CHUNK_SIZE, LEVEL2_SHARE, Chunk, chunk_marker, make_chunks, movable_for_chunks
 from ctxengine.tokens import REPLY_PRIMING, count_messages
@@ -53,11 +54,6 @@ class Plan(msgspec.Struct, kw_only=True):
     """Whether runs of dropped messages are marked with `[... N messages omitted ...]`."""
     chunks: list[Chunk] = msgspec.field(default_factory=list)
     """MULTI_LEVEL: the chunks of older messages and the summary level chosen for each."""
-
-
-def content_tokens(item: Item, tokenizer: Tokenizer) -> int:
-    content = item.message.get("content")
-    return int(tokenizer.count(content)) if isinstance(content, str) else 0
 
 
 def tool_groups(items: Sequence[Item]) -> np.ndarray:
@@ -136,6 +132,7 @@ def plan_items(
     config: EngineConfig,
     tokenizer: Tokenizer,
     strategy: str = "optimal",
+    cache: EngineCache | None = None,
 ) -> Plan:
     n = len(items)
     room = budget - REPLY_PRIMING
@@ -148,34 +145,45 @@ def plan_items(
         )
     zone = zones(items, strategy, room)
     soft = (soft_protected(items, config) | np.array([z == "window" for z in zone])) & ~hard
-    costs = np.full((n, 4), room + 1, dtype=np.int64)  # room + 1 marks an option as unavailable
-    values = np.zeros((n, 4), dtype=np.float64)
     targets: dict[int, int] = {}
     marker = int(tokenizer.count(SUMMARY_MARKER))
     clipped = np.clip(scores, 0, None)
     base = (clipped / max(float(clipped.max(initial=0.0)), 1e-12)) ** SCORE_POWER + 1e-6
-    for i, it in enumerate(items):
-        costs[i, KEEP], costs[i, DROP] = it.tokens, 0
-        values[i, KEEP] = SOFT_PRESENT + SOFT_VERBATIM_BONUS + base[i] if soft[i] else base[i]
+    cache = cache if cache is not None else EngineCache()
+    contents = [it.message.get("content") for it in items]
+    strings = [c for c in contents if isinstance(c, str)]
+    by_text = dict(zip(strings, cache.count_texts(strings, tokenizer)))
+    # Built as Python lists (one row per message: keep, summary, clear, drop),
+    # then one array: element-wise numpy writes would cost more than the solve.
+    unavailable = room + 1
+    cost_rows: list[list[int]] = []
+    value_rows: list[list[float]] = []
+    for i, (it, b, is_soft) in enumerate(zip(items, base.tolist(), soft.tolist())):
+        cost = [it.tokens, unavailable, unavailable, 0]
+        value = [SOFT_PRESENT + SOFT_VERBATIM_BONUS + b if is_soft else b, 0.0, 0.0, 0.0]
+        cost_rows.append(cost)
+        value_rows.append(value)
         if it.tool_call_ids:
             # The call itself stays whole; its results carry the shortening.
-            costs[i, SUMMARY] = costs[i, CLEAR] = it.tokens
-            values[i, SUMMARY] = values[i, CLEAR] = values[i, KEEP] * 0.999
+            cost[SUMMARY] = cost[CLEAR] = it.tokens
+            value[SUMMARY] = value[CLEAR] = value[KEEP] * 0.999
             continue
-        text_tokens = content_tokens(it, tokenizer)
+        text_tokens = by_text[contents[i]] if isinstance(contents[i], str) else 0
         ratio = min(config.summary_ratio, 0.15) if zone[i] == "heavy" else config.summary_ratio
         target = max(config.min_summary_tokens, int(text_tokens * ratio))
         if zone[i] != "key" and text_tokens > target + marker + SEAM_SLACK and it.kind not in NEVER_COMPACT:
             targets[i] = target
-            costs[i, SUMMARY] = it.tokens - text_tokens + marker + target + SEAM_SLACK
-            values[i, SUMMARY] = SOFT_PRESENT + base[i] * SUMMARY_SHARE if soft[i] else base[i] * SUMMARY_SHARE
+            cost[SUMMARY] = it.tokens - text_tokens + marker + target + SEAM_SLACK
+            value[SUMMARY] = SOFT_PRESENT + b * SUMMARY_SHARE if is_soft else b * SUMMARY_SHARE
             if zone[i] in ("summarize", "heavy") and not hard[i]:
-                costs[i, KEEP] = room + 1
-        if it.kind in CLEARABLE_KINDS and not soft[i]:
+                cost[KEEP] = unavailable
+        if it.kind in CLEARABLE_KINDS and not is_soft:
             stub = int(tokenizer.count(placeholder(it)))
             if stub + SEAM_SLACK < text_tokens:
-                costs[i, CLEAR] = it.tokens - text_tokens + stub + SEAM_SLACK
-                values[i, CLEAR] = base[i] * CLEAR_SHARE
+                cost[CLEAR] = it.tokens - text_tokens + stub + SEAM_SLACK
+                value[CLEAR] = b * CLEAR_SHARE
+    costs = np.array(cost_rows, dtype=np.int64).reshape(n, 4)
+    values = np.array(value_rows, dtype=np.float64).reshape(n, 4)
     groups = tool_groups(items)
     chunks: list[Chunk] = []
     if strategy == "multi_level":

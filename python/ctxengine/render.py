@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 
 from ctxengine._core import Tokenizer
-from ctxengine.compaction import placeholder
+from ctxengine.compaction import Edit, placeholder
 from ctxengine.engine_cache import EngineCache, content_hash
 from ctxengine.multilevel import Chunk, chunk_marker
 from ctxengine.plan import CLEAR, DROP, KEEP, SUMMARY, SUMMARY_MARKER, Plan, hard_protected, tool_groups
 from ctxengine.summarize import Summarizer
-from ctxengine.tokens import count_messages
+from ctxengine.tokens import REPLY_PRIMING, count_messages, message_costs
 from ctxengine.types import Item, ItemResult
 
 __all__ = ["render"]
@@ -32,6 +32,7 @@ def render(
     summarizer: Summarizer,
     query: str,
     cache: EngineCache | None = None,
+    edits: dict[int, Edit] | None = None,
 ) -> tuple[list[dict[str, Any]], int, list[ItemResult]]:
     cache = EngineCache() if cache is None else cache
     contents = _summaries(items, plan, summarizer, query, cache)
@@ -40,7 +41,7 @@ def render(
             contents[i] = placeholder(it)
     chunk_messages = _chunk_summaries(items, plan.chunks, summarizer, cache)
     messages, kept = _assemble(items, plan.choices, contents, plan.gap_markers, chunk_messages)
-    total = count_messages(messages, tokenizer=tokenizer)
+    total = _count(messages, tokenizer, cache)
     # The plan's costs are upper bounds (gap markers excepted), so this is a
     # guard: drop the least valuable droppable message, with its tool group
     # (a chunk summary goes as a whole).
@@ -58,7 +59,7 @@ def render(
                 for j in chunk.indices:
                     plan.choices[j] = DROP
         messages, kept = _assemble(items, plan.choices, contents, plan.gap_markers, chunk_messages)
-        total = count_messages(messages, tokenizer=tokenizer)
+        total = _count(messages, tokenizer, cache)
     results = [
         ItemResult(
             id=it.id, index=it.index, role=it.role, status=STATUS[plan.choices[i]], tokens_in=it.tokens,
@@ -68,6 +69,12 @@ def render(
         for i, it in enumerate(items)
     ]
     _attribute_chunks(results, plan.chunks, chunk_messages, tokenizer)
+    for i, edit in (edits or {}).items():
+        # A structurally compacted message the plan kept is reported as what the edit made of it.
+        if plan.choices[i] == KEEP:
+            results[i].status, results[i].reason = edit.status, edit.reason  # type: ignore[assignment]
+        elif plan.choices[i] != DROP:
+            results[i].reason = edit.reason
     return messages, total, results
 
 
@@ -82,6 +89,12 @@ def _summaries(
     texts = [str(items[i].message.get("content") or "") for i in order]
     found = _cached_summaries([(t, plan.summary_targets[i]) for t, i in zip(texts, order)], summarizer, cache)
     return {i: SUMMARY_MARKER + s for i, s in zip(order, found)}
+
+
+def _count(messages: list[dict[str, Any]], tokenizer: Tokenizer, cache: EngineCache) -> int:
+    """`count_messages(messages)`, exactly: its per-message terms add up, so
+    messages counted before (the kept ones) come from the cache."""
+    return REPLY_PRIMING + sum(cache.costs_of(messages, lambda todo: message_costs(todo, tokenizer)))
 
 
 def _chunk_summaries(

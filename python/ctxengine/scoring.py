@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ctxengine._core import Bm25, decay_weights
+from ctxengine.engine_cache import EngineCache
 from ctxengine.entities import extract_entities
 from ctxengine.types import LAYER_NAMES, Item
 
@@ -45,17 +47,21 @@ def score_items(
     weights: dict[str, float],
     half_life_turns: float,
     embedder: Any = None,
+    cache: EngineCache | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Total scores and each layer's scores (arrays aligned with `items`).
     `embedder` (anything with `encode(texts) -> array`) adds dense similarity
-    to the semantic layer; None leaves it lexical (BM25) only."""
+    to the semantic layer; None leaves it lexical (BM25) only. `cache` keeps
+    what does not depend on the query (BM25 term counts, structure scores)
+    from one call to the next."""
+    cache = cache if cache is not None else EngineCache()
     texts = [it.text for it in items]
     layers = {
-        "semantic": semantic_layer(texts, query, embedder),
+        "semantic": semantic_layer(texts, query, embedder, cache),
         "entity": entity_layer(texts, query),
         "recency": recency_layer(items, half_life_turns),
         "intent": intent_layer(items, query),
-        "structure": structure_layer(items),
+        "structure": structure_layer(items, cache),
     }
     layers["cross_reference"] = cross_reference_layer(items, layers["semantic"])
     total = sum(weights.get(name, 0.0) * layers[name] for name in LAYER_NAMES)
@@ -67,14 +73,34 @@ def _standardised(x: np.ndarray) -> np.ndarray:
     return (x - x.mean()) / spread if spread > 0 else np.zeros_like(x)
 
 
-def semantic_layer(texts: list[str], query: str, embedder: Any = None) -> np.ndarray:
+def bm25_scores(terms: Sequence[tuple[dict[str, int], int]], query: str, k1: float = 1.5, b: float = 0.75) -> np.ndarray:
+    """Okapi BM25 exactly as the core's `Bm25` computes it (same terms, Lucene
+    idf, each distinct query term once), over term counts that the engine
+    caches per text: a conversation grown by one turn tokenises one text."""
+    n = len(terms)
+    scores = np.zeros(n)
+    if n == 0:
+        return scores
+    lengths = np.array([length for _, length in terms], dtype=np.float64)
+    norm = 1.0 - b + b * lengths / max(float(lengths.mean()), 1e-9)
+    for term in sorted(set(Bm25.tokenize(query))):
+        tf = np.array([counts.get(term, 0) for counts, _ in terms], dtype=np.float64)
+        df = int(np.count_nonzero(tf))
+        if df:
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            scores += idf * tf * (k1 + 1.0) / (tf + k1 * norm)
+    return scores
+
+
+def semantic_layer(texts: list[str], query: str, embedder: Any = None, cache: EngineCache | None = None) -> np.ndarray:
     """BM25, fused with embedding cosine when an embedder is given: the sum of
     the two scores standardised over the conversation (on LongMemEval-S this
     beat reciprocal rank fusion; see benches/eval_retrieval.py), clipped at 0
     and scaled so the best message scores 1."""
     if not texts or not query:
         return np.zeros(len(texts))
-    scores = Bm25(texts).scores(query)
+    cache = cache if cache is not None else EngineCache()
+    scores = bm25_scores(cache.terms_of(texts, Bm25.tokenize), query)
     if embedder is not None and len(texts) > 1:
         vectors = np.asarray(embedder.encode([query, *texts]), dtype=np.float32)
         dense = vectors[1:] @ vectors[0]
@@ -117,17 +143,27 @@ def intent_layer(items: Sequence[Item], query: str) -> np.ndarray:
     return out
 
 
-def structure_layer(items: Sequence[Item]) -> np.ndarray:
+def structure_layer(items: Sequence[Item], cache: EngineCache | None = None) -> np.ndarray:
     out = np.empty(len(items))
     for i, it in enumerate(items):
-        value = _ROLE_WEIGHT.get(it.role, 0.5)
-        if it.kind in _PROTECTED_KINDS:
-            value = 1.0
-        for pattern, bonus in _STRUCTURE_CUES:
-            if pattern.search(it.text):
-                value += bonus
-        out[i] = min(value, 1.0)
+        key = (it.role, it.kind, it.text)
+        found = cache.structure.get(key) if cache is not None else None
+        if found is None:
+            found = _structure_score(it)
+            if cache is not None:
+                cache.structure.put(key, found)
+        out[i] = found
     return out
+
+
+def _structure_score(it: Item) -> float:
+    value = _ROLE_WEIGHT.get(it.role, 0.5)
+    if it.kind in _PROTECTED_KINDS:
+        value = 1.0
+    for pattern, bonus in _STRUCTURE_CUES:
+        if pattern.search(it.text):
+            value += bonus
+    return min(value, 1.0)
 
 
 def cross_reference_layer(items: Sequence[Item], semantic: np.ndarray) -> np.ndarray:
