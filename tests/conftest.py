@@ -7,3 +7,61 @@ import pytest
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: a test that takes more than a few seconds")
+
+
+# --- PostgreSQL server for the memory tests ---
+# One real server per test session (tests/pg_server.py: initdb + pg_ctl from the
+# system, a temporary directory, a free loopback port). `pg_dsn` is one database
+# for the session; `pg_fresh_dsn` creates a new empty database for one test and
+# drops it afterwards. When no server can be started the tests that use them
+# skip with the reason, except when the environment variable CI is set (to
+# anything but "", 0, false or no): there they fail, since CI must run them.
+import itertools as _itertools
+import os as _os
+
+_pg_db_numbers = _itertools.count()
+
+
+def _in_ci() -> bool:
+    return _os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """The running PgServer (see tests/pg_server.py), or skip/fail with the reason."""
+    from pg_server import PgServer, PgServerError
+
+    server = PgServer()
+    try:
+        server.start()
+    except (PgServerError, OSError) as e:
+        message = f"no PostgreSQL server could be started for the tests: {e}"
+        if _in_ci():
+            pytest.fail(message + " (CI is set, so this fails instead of skipping)", pytrace=False)
+        pytest.skip(message)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _new_database(server) -> str:
+    name = f"ctxengine_test_{_os.getpid()}_{next(_pg_db_numbers)}"
+    server.create_database(name)
+    return name
+
+
+@pytest.fixture(scope="session")
+def pg_dsn(pg_server):
+    """DSN (postgresql://...) of a fresh database shared by the whole session."""
+    name = _new_database(pg_server)
+    yield pg_server.dsn(name)
+    pg_server.drop_database(name)
+
+
+@pytest.fixture
+def pg_fresh_dsn(pg_server):
+    """DSN of a new, empty database for this one test (dropped afterwards, FORCE)."""
+    name = _new_database(pg_server)
+    yield pg_server.dsn(name)
+    pg_server.drop_database(name)

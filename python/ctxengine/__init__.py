@@ -42,6 +42,7 @@ from ctxengine.errors import (
     MissingFileError,
     ModelError,
     ModelNotFoundError,
+    StoreError,
     UnknownEncodingError,
     UnknownModelError,
 )
@@ -71,6 +72,13 @@ _LAZY = {
     "Report": "ctxengine.types",
     "from_anthropic": "ctxengine.adapters",
     "to_anthropic": "ctxengine.adapters",
+    # [memory] memory persistence (issue 6)
+    "MemoryStore": "ctxengine.memory",
+    "SqliteStore": "ctxengine.memory",
+    "PostgresStore": "ctxengine.memory",
+    "Scope": "ctxengine.memory",
+    "Memory": "ctxengine.memory",
+    "ConversationStore": "ctxengine.memory",
 }
 
 __all__ = [
@@ -107,6 +115,7 @@ __all__ = [
     "BudgetError",
     "ModelError",
     "ModelNotFoundError",
+    "StoreError",
     # Python layers, loaded on first use
     *_LAZY,
 ]
@@ -132,6 +141,7 @@ if TYPE_CHECKING:
     from ctxengine.compress import CompressedChunk, CompressionResult, compress
     from ctxengine.engine import ContextEngine, HeadTailSummarizer
     from ctxengine.extractive import ExtractiveSummarizer
+    from ctxengine.memory import ConversationStore, Memory, MemoryStore, PostgresStore, Scope, SqliteStore
     from ctxengine.static_embed import StaticEmbedder
     from ctxengine.summarize import BaseSummarizer, CallableSummarizer, OnnxSeq2SeqSummarizer, Summarizer
     from ctxengine.types import ContextResult, ItemResult, Report

@@ -15,6 +15,7 @@ __all__ = [
     "BudgetError",
     "ModelError",
     "ModelNotFoundError",
+    "StoreError",
 ]
 
 
@@ -56,3 +57,10 @@ class ModelError(CtxEngineError, RuntimeError):
 
 class ModelNotFoundError(ModelError, MissingFileError):
     """A model file or directory does not exist; also a `FileNotFoundError`."""
+
+
+class StoreError(CtxEngineError, RuntimeError):
+    """A memory store cannot be opened, read or written (corrupt or non-SQLite
+    file, read-only path, unreachable PostgreSQL server, embeddings of the
+    wrong dimension, ...); the message names the path or DSN (password
+    masked) and the fix."""

@@ -1,0 +1,558 @@
+"""The memory store suite, run against SQLite and (when a server is available)
+PostgreSQL. The postgres params use the session fixture ``pg_dsn`` (a server
+the test run starts; it skips when none can be started) and give every test
+its own PostgreSQL schema."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import uuid
+
+import ctxengine
+import numpy as np
+import pytest
+from ctxengine.errors import CtxEngineError, InvalidInputError, StoreError
+from ctxengine.memory import (
+    AgentMessage,
+    ChatMessage,
+    ConversationStore,
+    Episode,
+    Memory,
+    MemoryStore,
+    MemoryTiers,
+    PostgresStore,
+    Scope,
+    SqliteStore,
+    ToolCallRecord,
+    WorkingMemory,
+    mask_dsn,
+)
+from ctxengine.memory import matrix as matrix_module
+from ctxengine.memory.typed import DAY
+
+BACKENDS = ["sqlite", "postgres"]
+
+
+def _pg_dsn(request: pytest.FixtureRequest) -> str:
+    try:
+        return str(request.getfixturevalue("pg_dsn"))
+    except pytest.FixtureLookupError:
+        dsn = os.environ.get("CTXENGINE_TEST_PG_DSN")
+        if not dsn:
+            pytest.skip("no pg_dsn fixture and CTXENGINE_TEST_PG_DSN is not set")
+        return dsn
+
+
+class _Opener:
+    """Opens stores on one backend's database (several may share it)."""
+
+    def __init__(self, backend: str, request: pytest.FixtureRequest, tmp_path: os.PathLike[str]) -> None:
+        self.backend = backend
+        self.opened: list[object] = []
+        if backend == "sqlite":
+            self.path = os.path.join(tmp_path, "memory.db")
+        else:
+            self.dsn = _pg_dsn(request)
+            self.schema = "ctxtest_" + uuid.uuid4().hex[:16]
+
+    def __call__(self, **kwargs: object) -> SqliteStore | PostgresStore:
+        store: SqliteStore | PostgresStore
+        if self.backend == "sqlite":
+            store = SqliteStore(self.path, **kwargs)  # type: ignore[arg-type]
+        else:
+            store = PostgresStore(self.dsn, schema=self.schema, **kwargs)  # type: ignore[arg-type]
+        self.opened.append(store)
+        return store
+
+    def cleanup(self) -> None:
+        for store in self.opened:
+            store.close()  # type: ignore[attr-defined]
+        if self.backend == "postgres":
+            import psycopg
+
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+
+
+@pytest.fixture(params=BACKENDS)
+def opener(request: pytest.FixtureRequest, tmp_path: os.PathLike[str]):
+    o = _Opener(request.param, request, tmp_path)
+    yield o
+    o.cleanup()
+
+
+@pytest.fixture
+def store(opener: _Opener):
+    return opener()
+
+
+U1 = Scope(user_id="u1", conversation_id="c1")
+U2 = Scope(user_id="u2", conversation_id="c1")
+
+
+def unit(seed: int, dim: int = 16) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+# --- the public API ---------------------------------------------------------------------
+
+
+def test_issue_example(store) -> None:
+    mid = store.add(Memory(category="fact", content="Berlin office opens at 9"), scope=U1)
+    store.add(Memory(category="fact", content="The cat is called Tom"), scope=U1)
+    hits = store.search("when does the office open", scope=U1, k=10)
+    assert [h.content for h in hits][0] == "Berlin office opens at 9"
+    assert hits[0].score > hits[1].score and all(-1 <= h.score <= 1 for h in hits)
+    got = store.get(mid, scope=U1)
+    assert got is not None and got.id == mid and got.ttl == math.inf and got.source.timestamp is not None
+    assert store.clear(U1) >= 2
+    assert store.get(mid, scope=U1) is None and store.search("office", scope=U1) == []
+    assert isinstance(store, MemoryStore)
+
+
+def test_exports_and_context_manager(tmp_path) -> None:
+    assert ctxengine.StoreError is StoreError and issubclass(StoreError, CtxEngineError)
+    assert ctxengine.SqliteStore is SqliteStore and ctxengine.Scope is Scope
+    with SqliteStore(tmp_path / "a.db") as s:
+        s.add(Memory(content="x is y"), scope=U1)
+    with pytest.raises(StoreError, match="closed"):
+        s.get("x", scope=U1)
+    with SqliteStore(tmp_path) as s:  # a directory gets the default file inside
+        assert s.location.endswith("ctxengine-memory.db")
+
+
+def test_add_is_idempotent_and_add_many_is_one_batch(store) -> None:
+    m = Memory(category="preference", content="Prefers answers in German", confidence=0.6)
+    a, b = store.add(m, scope=U1), store.add(m, scope=U1)
+    assert a == b and store.count(scope=U1) == 1
+    ids = store.add_many([Memory(content=f"fact {i}") for i in range(50)] + [m, Memory(content="fact 3")], scope=U1)
+    assert len(ids) == 52 and ids[50] == a and ids[51] == ids[3]
+    assert store.count(scope=U1) == 51
+    assert store.add_many([], scope=U1) == []
+
+
+def test_reopen_keeps_everything(opener) -> None:
+    s = opener()
+    mid = s.add(Memory(content="persisted fact"), scope=U1)
+    s.close()
+    s2 = opener()
+    assert s2.get(mid, scope=U1).content == "persisted fact"
+    assert s2.search("persisted", scope=U1, k=1)[0].id == mid
+
+
+# --- scopes -------------------------------------------------------------------------------
+
+
+def test_reads_never_cross_scopes(store) -> None:
+    scopes = [U1, U2, Scope(user_id="u1"), Scope(user_id="u1", conversation_id="c2"), Scope(agent_id="u1")]
+    ids = {s: store.add(Memory(content=f"the secret of {s}"), scope=s) for s in scopes}
+    for s in scopes:
+        hits = store.search("the secret", scope=s, k=10)
+        assert [h.id for h in hits] == [ids[s]]
+        assert [m.content for m in store.memories(scope=s)] == [f"the secret of {s}"]
+        for other in scopes:
+            if other != s and ids[other] != ids[s]:
+                assert store.get(ids[other], scope=s) is None
+    # explicit widening reads across
+    wide = Scope(user_id="u1").widen()
+    assert {h.content for h in store.search("secret", scope=wide, k=10)} == {
+        f"the secret of {s}" for s in scopes if s.user_id == "u1"
+    }
+    only_convs = Scope(user_id="u1").widen("conversation_id")
+    assert len(store.search("secret", scope=only_convs, k=10)) == 3
+    assert len(store.memories(scope=Scope.any())) == len(scopes)
+
+
+def test_clear_removes_exactly_one_scope(store) -> None:
+    store.add(Memory(content="a"), scope=U1)
+    store.add(Memory(content="b"), scope=U2)
+    store.append_message(ChatMessage(role="user", content="hi"), scope=U1)
+    store.append_message(ChatMessage(role="user", content="hi"), scope=U2)
+    store.clear(U1)
+    assert store.count(scope=U1) == 0 and store.recent_messages(scope=U1) == []
+    assert store.count(scope=U2) == 1 and len(store.recent_messages(scope=U2)) == 1
+    store.add(Memory(content="c"), scope=Scope(user_id="u2", conversation_id="c9"))
+    store.clear(Scope.any(user_id="u2"))
+    assert store.count(scope=Scope.any()) == 0
+
+
+def test_wide_scope_cannot_be_written(store) -> None:
+    with pytest.raises(InvalidInputError, match="wide scope"):
+        store.add(Memory(content="x"), scope=U1.widen())
+    with pytest.raises(TypeError):
+        store.add(Memory(content="x"), scope={"user_id": "u1"})
+
+
+def test_cache_sees_other_writers(opener) -> None:
+    a, b = opener(), opener()
+    a.add(Memory(content="first memory"), scope=U1)
+    assert len(a.search("memory", scope=U1)) == 1  # builds a's matrix
+    b.add(Memory(content="second memory"), scope=U1)
+    assert len(a.search("memory", scope=U1)) == 2
+    wide = U1.widen()
+    assert len(a.search("memory", scope=wide)) == 2
+    b.add(Memory(content="third memory"), scope=Scope(user_id="u1", conversation_id="c3"))
+    assert len(a.search("memory", scope=Scope.any(user_id="u1"))) == 3
+    b.clear(U1)
+    assert a.search("memory", scope=U1) == []
+
+
+# --- search -------------------------------------------------------------------------------
+
+
+def test_search_threshold_categories_and_vectors(store) -> None:
+    vectors = [unit(i) for i in range(6)]
+    cats = ["fact", "fact", "decision", "learning", "error", "preference"]
+    ids = [
+        store.add(Memory(content=f"m{i}", category=c), scope=U1, embedding=v)
+        for i, (c, v) in enumerate(zip(cats, vectors))
+    ]
+    hits = store.search(vectors[2], scope=U1, k=3)
+    assert hits[0].id == ids[2] and hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert [h.id for h in store.search(vectors[2], scope=U1, k=10, threshold=0.99)] == [ids[2]]
+    assert {h.category for h in store.search(vectors[0], scope=U1, k=10, categories=["fact"])} == {"fact"}
+    assert store.search(vectors[0], scope=U1, k=0) == []
+    assert store.search(vectors[0], scope=Scope(user_id="nobody"), k=3) == []
+
+
+def test_numpy_path_matches_core_top_k(store, monkeypatch) -> None:
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((300, 16)).astype(np.float32)
+    store.add_many([Memory(content=f"row {i}") for i in range(300)], scope=U1, embeddings=vectors)
+    q = rng.standard_normal(16).astype(np.float32)
+    core = store.search(q, scope=U1, k=10)
+    monkeypatch.setattr(matrix_module, "CORE_TOP_K_MAX", 0)
+    blas = store.search(q, scope=U1, k=10)
+    assert [h.id for h in core] == [h.id for h in blas]
+    assert np.allclose([h.score for h in core], [h.score for h in blas], atol=1e-5)
+    expected = np.argsort(-(vectors / np.linalg.norm(vectors, axis=1, keepdims=True)) @ (q / np.linalg.norm(q)))[:10]
+    assert [h.content for h in core] == [f"row {i}" for i in expected]
+
+
+def test_wrong_embedding_dimension(store) -> None:
+    store.add(Memory(content="a"), scope=U1, embedding=unit(1, 16))
+    with pytest.raises(StoreError, match="16-dimensional"):
+        store.add(Memory(content="b"), scope=U1, embedding=unit(1, 8))
+    with pytest.raises(StoreError, match="16-dimensional"):
+        store.search(unit(2, 8), scope=U1)
+    with pytest.raises(StoreError, match="embedder"):
+        store.search("text embedded with the 256-d default", scope=U1)
+    with pytest.raises(InvalidInputError, match="embeddings"):
+        store.add_many([Memory(content="c"), Memory(content="d")], scope=U1, embeddings=[unit(3, 16)])
+
+
+# --- typed memories ----------------------------------------------------------------------
+
+
+def test_category_defaults_and_min_confidence(store) -> None:
+    expected = {"fact": math.inf, "decision": math.inf, "learning": 90 * DAY, "error": 30 * DAY, "preference": math.inf}
+    for category, ttl in expected.items():
+        mid = store.add(Memory(category=category, content=f"a {category}", confidence=0.95), scope=U1)
+        assert store.get(mid, scope=U1).ttl == ttl
+    for category, minimum in {"fact": 0.8, "decision": 0.9, "learning": 0.7, "error": 0.6, "preference": 0.5}.items():
+        with pytest.raises(InvalidInputError, match=f"minimum {minimum}"):
+            store.add(Memory(category=category, content="unsure", confidence=minimum - 0.01), scope=U1)
+        store.add(Memory(category=category, content=f"sure {category}", confidence=minimum), scope=U1)
+    with pytest.raises(InvalidInputError, match="category"):
+        store.add(Memory(category="rumour", content="x"), scope=U1)
+    with pytest.raises(InvalidInputError, match="rejected"):  # the whole batch is refused
+        store.add_many([Memory(content="ok"), Memory(content="bad", confidence=0.1)], scope=U1)
+    assert store.get(store.add(Memory(content="ok"), scope=U1), scope=U1).merged == 0
+
+
+def test_expired_memories_move_to_the_archive(store) -> None:
+    old = time.time() - 31 * DAY
+    keep = store.add(Memory(category="learning", content="retry with backoff", created_at=old), scope=U1)
+    mid = store.add(Memory(category="error", content="timeout on the staging API", created_at=old), scope=U1)
+    assert store.get(mid, scope=U1) is None
+    assert [h.id for h in store.search("timeout staging", scope=U1)] == [keep]
+    assert store.archive_expired(scope=U1) == 1
+    archived = store.archived(scope=U1)
+    assert [(m.id, m.status, m.archived_reason) for m in archived] == [(mid, "archived", "expired")]
+    assert store.get_archived(mid, scope=U1).content == "timeout on the staging API"
+    assert store.archived(scope=U2) == []
+    # the next write in the scope archives what expired on the way
+    gone = store.add(Memory(category="error", content="disk full", created_at=old), scope=U1)
+    store.add(Memory(content="a fact"), scope=U1)
+    assert store.get_archived(gone, scope=U1).archived_reason == "expired"
+
+
+def test_supersede_and_archive(store) -> None:
+    old = store.add(Memory(category="decision", content="Deploy on Fridays"), scope=U1)
+    new = store.supersede(old, Memory(category="decision", content="Never deploy on Fridays"), scope=U1)
+    assert store.get(old, scope=U1) is None and store.get(new, scope=U1) is not None
+    gone = store.get_archived(old, scope=U1)
+    assert gone.archived_reason == "superseded" and gone.superseded_by == new
+    assert store.archive(new, scope=U1) and not store.archive(new, scope=U1)
+    assert store.delete(store.add(Memory(content="tmp"), scope=U1), scope=U1)
+
+
+def test_near_duplicates_merge(store) -> None:
+    base = unit(11)
+    near = base + 0.01 * unit(12)
+    a = store.add(Memory(content="Office opens at 9", tags=["office"]), scope=U1, embedding=base)
+    b = store.add(Memory(content="The office opens at 9.", tags=["hours"], confidence=0.9), scope=U1, embedding=near)
+    assert a == b and store.count(scope=U1) == 1
+    merged = store.get(a, scope=U1)
+    assert merged.tags == ["office", "hours"] and merged.merged == 1 and merged.content == "Office opens at 9"
+    # another category or another scope does not merge
+    assert store.add(Memory(content="Office opens at 9 (decided)", category="decision"), scope=U1, embedding=near) != a
+    assert store.add(Memory(content="The office opens at 9.", tags=["hours"]), scope=U2, embedding=near) != ""
+    assert store.count(scope=U2) == 1
+    # within one batch, with merge=True
+    ids = store.add_many(
+        [Memory(content="x1"), Memory(content="x2")], scope=U2, embeddings=[unit(20), unit(20) + 1e-3], merge=True
+    )
+    assert ids[0] == ids[1]
+    # merge=False keeps both
+    ids = store.add_many([Memory(content="y1"), Memory(content="y2")], scope=U2, embeddings=[unit(30), unit(30)])
+    assert ids[0] != ids[1]
+
+
+def test_effectiveness_tracking(store) -> None:
+    mid = store.add(Memory(category="learning", content="Use the staging key"), scope=U1)
+    store.record_application(mid, scope=U1, success=True)
+    m = store.record_application(mid, scope=U1, success=False)
+    assert (m.effectiveness.applications, m.effectiveness.successes) == (2, 1)
+    assert m.effectiveness.score == pytest.approx(0.5) and m.effectiveness.last_applied is not None
+    assert store.get(mid, scope=U1).effectiveness == m.effectiveness
+    with pytest.raises(StoreError, match="no memory"):
+        store.record_application("nope", scope=U1, success=True)
+
+
+def test_yaml_export_import_round_trip(store, tmp_path) -> None:
+    now = time.time()
+    memories = [
+        Memory(category="fact", content="Berlin office opens at 9", tags=["office"], summary="opens 9"),
+        Memory(category="decision", content="Use PostgreSQL for fleets", metadata={"by": "team", "n": [1, 2]}),
+        Memory(category="learning", content="Batch inserts", confidence=0.75, ttl=3600.0),
+        Memory(category="error", content="Timeout on staging", confidence=0.65, created_at=now - 10),
+        Memory(category="preference", content="Short answers", confidence=0.5),
+    ]
+    ids = [store.add(m, scope=U1) for m in memories]
+    store.record_application(ids[2], scope=U1, success=True)
+    paths = store.export_yaml(tmp_path / "out", scope=U1)
+    assert sorted(p.name for p in paths) == sorted(
+        ["facts.yaml", "decisions.yaml", "learnings.yaml", "errors.yaml", "preferences.yaml"]
+    )
+    assert store.import_yaml(tmp_path / "out", scope=U2) == ids
+    assert store.memories(scope=U2) == store.memories(scope=U1)
+    store.export_yaml(tmp_path / "again", scope=U2)
+    for p in paths:
+        assert (tmp_path / "again" / p.name).read_bytes() == p.read_bytes()
+    assert store.import_yaml(tmp_path / "out", scope=U2) == ids  # idempotent
+    assert store.count(scope=U2) == 5
+
+
+# --- tiers --------------------------------------------------------------------------------
+
+
+def test_short_term_and_working_memory(store) -> None:
+    store.append_messages([{"role": "user", "content": f"message {i}"} for i in range(30)], scope=U1)
+    last = store.recent_messages(scope=U1, n=5)
+    assert [m.content for m in last] == [f"message {i}" for i in range(25, 30)]
+    assert all(m.tokens > 0 and m.timestamp for m in last)
+    assert store.recent_messages(scope=U2) == []
+    assert store.get_working(scope=U1) == WorkingMemory()
+    wm = store.update_working(scope=U1, add_entities=["Berlin", "Anna"], add_goals=["book room"], add_questions=["when?"])
+    wm = store.update_working(scope=U1, add_entities=["Berlin"], resolve_questions=["when?"], state={"step": 2})
+    assert (wm.entities, wm.goals, wm.pending_questions, wm.state) == (["Berlin", "Anna"], ["book room"], [], {"step": 2})
+    assert store.get_working(scope=U1).entities == ["Berlin", "Anna"]
+    assert store.get_working(scope=U2).entities == []
+    store.set_working(WorkingMemory(goals=["x"]), scope=U1)
+    assert store.get_working(scope=U1).goals == ["x"]
+
+
+def test_episodes_and_tiers_facade(store) -> None:
+    tiers = MemoryTiers(store, U1, short_term_n=2)
+    tiers.record_episode("Deployment failed and was rolled back", 0.9)
+    tiers.record_episode("User said hello", 0.1)
+    tiers.record_episode("Customer signed the contract", 0.7)
+    assert [e.significance for e in tiers.episodic()] == [0.9, 0.7, 0.1]
+    assert [e.content for e in store.episodes(scope=U1, min_significance=0.5)] == [
+        "Deployment failed and was rolled back", "Customer signed the contract"
+    ]
+    recalled = tiers.episodic("the deployment rollback", k=1)
+    assert recalled[0].content.startswith("Deployment") and recalled[0].score > 0
+    for i in range(3):
+        tiers.remember("user", f"turn {i}")
+    assert [m.content for m in tiers.short_term()] == ["turn 1", "turn 2"]
+    tiers.update_working(add_goals=["ship"])
+    assert tiers.working.goals == ["ship"]
+    store.add(Memory(content="The deploy window is Tuesday"), scope=U1)
+    assert tiers.long_term("deploy window", threshold=0.0)[0].content == "The deploy window is Tuesday"
+    assert store.episodes(scope=U2) == []
+    with pytest.raises(InvalidInputError, match="significance"):
+        store.add_episode(Episode(content="x", significance=2), scope=U1)
+
+
+# --- caches -------------------------------------------------------------------------------
+
+
+def test_caches(store) -> None:
+    assert store.get_summary("h1", 50) is None
+    store.put_summary("h1", 50, "short", tokens=3)
+    store.put_summary("h1", 50, "shorter", tokens=2)
+    assert store.get_summary("h1", 50) == "shorter" and store.get_summary("h1", 60) is None
+    store.put_compaction("c1", 0, 10, 1, "abc", "ten messages in one", 5)
+    got = store.get_compaction("c1", 0, 10, 1, "abc")
+    assert (got.summary, got.tokens) == ("ten messages in one", 5)
+    assert store.get_compaction("c1", 0, 11, 1, "abc") is None and len(store.compactions("c1")) == 1
+    vectors = np.stack([unit(1, 8), unit(2, 8)])
+    store.put_embeddings(["a", "b"], "minilm", vectors)
+    found = store.get_embeddings(["a", "b", "c"], "minilm")
+    assert set(found) == {"a", "b"} and np.array_equal(found["b"], vectors[1])
+    assert store.get_embeddings(["a"], "other") == {}
+    cache = store.embedding_cache("minilm")
+    cache.put_many({"z": unit(3, 8)})
+    assert np.array_equal(cache.get_many(["z"])["z"], unit(3, 8))
+    store.memo_set("ns", ("k", 1), {"v": [1, 2]})
+    assert store.memo_get("ns", ("k", 1)) == {"v": [1, 2]} and store.memo_get("ns", "other", 7) == 7
+    store.memo_set("ns", "short", "gone soon", ttl=0.05)
+    time.sleep(0.1)
+    assert store.memo_get("ns", "short") is None and store.memo_purge() == 1
+    calls = []
+
+    @store.memoize("square", ttl=60)
+    def square(x: int) -> int:
+        calls.append(x)
+        return x * x
+
+    assert (square(4), square(4), square(5)) == (16, 16, 25) and calls == [4, 5]
+
+
+# --- iteration records -------------------------------------------------------------------
+
+
+def test_iteration_records(store) -> None:
+    log = store.iterations(scope=U1, log="task")
+    log.record_call(ToolCallRecord(tool="search", params={"q": "x"}, raw_output="y" * 5000, relevance="low",
+                                   outcome="nothing"))
+    log.record_call(tool="read_file", params={"path": "a.py"}, relevance="high", learning="a.py holds the bug")
+    log.record_call(tool="grep", relevance="medium", insights=["bug in parse()"], next_actions=["fix parse"])
+    assert len(log.calls()[0].raw_output) == 1000 and {c.iteration for c in log.calls()} == {1}
+    log.end_iteration("found the file", "advancing")
+    assert log.current_iteration == 2
+    text = log.reasoning_context("fix the bug", 1000)
+    lines = text.splitlines()
+    assert lines[0] == "Goal: fix the bug" and "advancing" in lines[1]
+    assert [line.split()[2].split("(")[0] for line in lines[2:]] == ["read_file", "grep", "search"]
+    short = log.reasoning_context("fix the bug", 40)
+    assert "read_file" in short and "search(" not in short
+    assert int(ctxengine.count_tokens(short + "\n")) <= 40 + 2
+    assert not log.is_stuck()
+    for progress in ("stuck", "regressing"):
+        log.end_iteration("no luck", progress)
+    assert not log.is_stuck()
+    log.end_iteration("still no luck", "stuck")
+    assert log.is_stuck() and "no progress for 3 iterations" in log.recovery_prompt()
+    assert store.iterations(scope=U2, log="task").calls() == []
+    with pytest.raises(InvalidInputError, match="progress"):
+        log.end_iteration("?", "sideways")
+
+
+# --- agent messages -------------------------------------------------------------------------
+
+
+def test_agent_messages(store) -> None:
+    fleet = Scope(user_id="team")
+    now = time.time()
+    store.send_message(AgentMessage(source="planner", target="coder", content="low", priority=0.2, session_id="s1"), scope=fleet)
+    store.send_message(AgentMessage(source="planner", target="coder", content="urgent", priority=0.9, session_id="s1"), scope=fleet)
+    store.send_message(AgentMessage(source="planner", target="coder", content="old", ttl_seconds=5, created_at=now - 10,
+                                    session_id="s1"), scope=fleet)
+    store.send_message(AgentMessage(source="planner", target="coder", content="other session", session_id="s2",
+                                    parent_task="t1", metadata={"k": 1}), scope=fleet)
+    store.send_message(AgentMessage(source="planner", target="tester", content="for tester"), scope=fleet)
+    assert [m.content for m in store.query_by_target("coder", scope=fleet, session_id="s1")] == ["urgent", "low"]
+    assert len(store.query_by_target("coder", scope=fleet)) == 3
+    assert len(store.query_by_target("coder", scope=fleet, include_expired=True)) == 4
+    assert store.query_by_target("coder", scope=U1) == []
+    other = store.query_by_target("coder", scope=fleet, session_id="s2")[0]
+    assert (other.parent_task, other.metadata, other.type) == ("t1", {"k": 1}, "node.message")
+    assert [m.content for m in store.messages_in_session("s1", scope=fleet)] == ["low", "urgent"]
+    assert store.purge_expired_messages() == 1
+    with pytest.raises(InvalidInputError, match="priority"):
+        store.send_message(AgentMessage(source="a", target="b", content="x", priority=1.5), scope=fleet)
+
+
+# --- ConversationStore ----------------------------------------------------------------------
+
+
+def test_conversation_store(store) -> None:
+    conversations = ConversationStore(store, user_id="u1")
+    conversations.add_message("c1", "user", "hello there")
+    conversations.add_messages("c1", [{"role": "assistant", "content": "hi, how can I help?"}])
+    conversations.add_message("c2", "user", "another conversation")
+    store.add(Memory(content="c1 fact"), scope=conversations.scope("c1"))
+    store.put_compaction("c1", 0, 2, 1, "h", "greeting", 1)
+    stats = conversations.get_conversation_stats("c1")
+    assert (stats.messages, stats.by_role, stats.memories, stats.summaries) == (2, {"user": 1, "assistant": 1}, 1, 1)
+    assert stats.tokens > 0 and stats.first_message_at <= stats.last_message_at
+    assert [m.content for m in conversations.get_messages("c1", limit=1)] == ["hi, how can I help?"]
+    assert conversations.clear_conversation("c1") >= 4
+    assert conversations.get_conversation_stats("c1").messages == 0
+    assert conversations.get_conversation_stats("c2").messages == 1
+    # bound to a user: another user's conversation of the same id is not touched
+    bob, fleet = ConversationStore(store, user_id="bob"), ConversationStore(store, user_id=None)
+    bob.add_message("c2", "user", "bob's c2")
+    assert [m.content for m in conversations.get_messages("c2")] == ["another conversation"]
+    assert fleet.get_conversation_stats("c2").messages == 2
+    conversations.clear_conversation("c2")
+    assert [m.content for m in bob.get_messages("c2")] == ["bob's c2"]
+    with pytest.raises(InvalidInputError, match="wide scope"):
+        fleet.add_message("c3", "user", "x")
+
+
+# --- bad input (SQLite files, PostgreSQL DSNs) --------------------------------------------
+
+
+def test_sqlite_bad_files(tmp_path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(StoreError, match="not a SQLite database") as e:
+        SqliteStore(junk)
+    assert str(junk) in str(e.value) and "Fix" in str(e.value)
+    with pytest.raises(StoreError, match="does not exist"):
+        SqliteStore(tmp_path / "missing" / "a.db")
+    with pytest.raises(TypeError):
+        SqliteStore(42)  # type: ignore[arg-type]
+
+
+def test_sqlite_read_only_file(tmp_path) -> None:
+    path = tmp_path / "ro.db"
+    SqliteStore(path).close()
+    uri_store = SqliteStore(path)
+    uri_store.close()
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        pytest.skip("root ignores file permissions")
+    os.chmod(path, 0o444)
+    os.chmod(tmp_path, 0o555)
+    try:
+        with pytest.raises(StoreError, match="writable"):
+            s = SqliteStore(path)
+            s.add(Memory(content="x"), scope=U1)
+    finally:
+        os.chmod(tmp_path, 0o755)
+        os.chmod(path, 0o644)
+
+
+def test_unreachable_postgres_masks_the_password() -> None:
+    pytest.importorskip("psycopg")
+    for dsn in ("postgresql://bob:hunter2@127.0.0.1:1/db", "host=127.0.0.1 port=1 user=bob password=hunter2 dbname=x"):
+        with pytest.raises(StoreError) as e:
+            PostgresStore(dsn, timeout=2)
+        assert "hunter2" not in str(e.value) and "***" in str(e.value) and "Fix" in str(e.value)
+    assert mask_dsn("postgres://u:p%40ss@h/db") == "postgres://u:***@h/db"
+
+
+def test_failed_write_leaves_nothing_behind(store) -> None:
+    store.add(Memory(content="a"), scope=U1, embedding=unit(1, 16))
+    fresh = Scope(user_id="brand-new")
+    with pytest.raises(StoreError):
+        store.add(Memory(content="b"), scope=fresh, embedding=unit(1, 8))
+    store.add(Memory(content="b"), scope=fresh, embedding=unit(2, 16))
+    assert [m.content for m in store.search(unit(2, 16), scope=Scope.any(user_id="brand-new"))] == ["b"]
