@@ -436,3 +436,39 @@ def test_cached_bm25_equals_the_core_index(texts, query) -> None:
     np.testing.assert_allclose(bm25_scores(cache.terms_of(texts, Bm25.tokenize), query), expected, rtol=1e-12, atol=1e-12)
     # and again from the cache
     np.testing.assert_allclose(bm25_scores(cache.terms_of(texts, Bm25.tokenize), query), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_a_store_keeps_summaries_and_embeddings_across_engines(tmp_path) -> None:
+    from ctxengine import CallableSummarizer, StaticEmbedder
+    from ctxengine.memory import SqliteStore
+
+    summaries: list[str] = []
+    encoded: list[str] = []
+
+    class CountingEmbedder:
+        def __init__(self) -> None:
+            self.inner = StaticEmbedder(weighted=False)
+            self.model_id = "static-plain-test"
+
+        def encode(self, texts):
+            encoded.extend(texts)
+            return self.inner.encode(texts)
+
+    def shorten(prompt: str) -> str:
+        summaries.append(prompt)
+        return "gist"
+
+    msgs = long_history()
+
+    def fresh_engine(store):  # a restarted process: nothing in memory, the same database
+        return ContextEngine(encoding="cl100k_base", config=EngineConfig(strategy="windowed"),
+                             summarizer=CallableSummarizer(shorten), embedder=CountingEmbedder(), store=store)
+
+    with SqliteStore(tmp_path / "agent.db") as store:
+        first = fresh_engine(store).optimize(msgs, budget=2500)
+    assert summaries and encoded
+    made, embedded = len(summaries), len(encoded)
+    with SqliteStore(tmp_path / "agent.db") as store:
+        second = fresh_engine(store).optimize(msgs, budget=2500)
+    assert len(summaries) == made and len(encoded) == embedded  # nothing recomputed
+    assert second.messages == first.messages

@@ -40,7 +40,11 @@ class ContextEngine:
     """Fits an agent's messages into a token budget.
 
     `model=` or `encoding=` picks the exact counter (default o200k_base);
-    `summarizer=` shortens messages (default: head and tail around a marker).
+    `summarizer=` shortens messages (default: head and tail around a marker);
+    `embedder=` is the dense half of the semantic layer (default: the static
+    MiniLM table; None for BM25 alone); `store=` (a `ctxengine.memory` store,
+    e.g. `SqliteStore("agent.db")`) keeps summaries and embeddings across
+    processes, so a restarted agent does not recompute them.
     """
 
     def __init__(
@@ -52,6 +56,7 @@ class ContextEngine:
         config: EngineConfig | None = None,
         summarizer: Summarizer | None = None,
         embedder: Any = "static",
+        store: Any = None,
     ) -> None:
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(model, encoding)
         self.config = config if config is not None else EngineConfig()
@@ -59,7 +64,8 @@ class ContextEngine:
         self._archive: dict[str, dict[str, Any]] = {}
         self._embedder_spec = embedder
         self._embedder: Any = None
-        self.cache = EngineCache()
+        self.store = store
+        self.cache = EngineCache(store=store)
 
     def optimize(
         self,
@@ -156,7 +162,7 @@ class ContextEngine:
                 embedder = StaticEmbedder(weighted=False)
             else:
                 embedder = self._embedder_spec
-            self._embedder = CachingEmbedder(embedder, self.cache.embeddings)
+            self._embedder = CachingEmbedder(embedder, self.cache.embeddings, _model_id(embedder), self.store)
         return self._embedder
 
     # -- helpers ---------------------------------------------------------------------
@@ -215,3 +221,8 @@ class ContextEngine:
         if total > self.config.total_tool_output_warning_tokens:
             warnings.append(f"tool output totals {total} tokens (over {self.config.total_tool_output_warning_tokens})")
         return warnings
+
+
+def _model_id(embedder: Any) -> str:
+    """What identifies an embedder's vectors in a persistent cache."""
+    return str(getattr(embedder, "model_id", None) or repr(embedder))
