@@ -13,7 +13,7 @@ import contextlib
 import functools
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -94,7 +94,21 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
 
     def _write(self) -> contextlib.AbstractContextManager[Any]:
         self._check_open()
-        return self._transaction(True)
+        return self._forgetting_on_rollback(self._transaction(True))
+
+    @contextlib.contextmanager
+    def _forgetting_on_rollback(self, transaction: contextlib.AbstractContextManager[Any]) -> Iterator[Any]:
+        """A write that fails rolls back; what this store learnt inside it (a
+        scope's row id, the embedding dimension) may not exist any more, and a
+        reused row id would hand one scope's records to another, so those
+        caches are dropped and read again from the database."""
+        try:
+            with transaction as cur:
+                yield cur
+        except BaseException:
+            self._scope_ids.clear()
+            self._dim = None
+            raise
 
     def _read(self) -> contextlib.AbstractContextManager[Any]:
         self._check_open()
