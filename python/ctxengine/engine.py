@@ -40,7 +40,9 @@ class ContextEngine:
     """Fits an agent's messages into a token budget.
 
     `model=` or `encoding=` picks the exact counter (default o200k_base);
-    `summarizer=` shortens messages (default: head and tail around a marker);
+    `summarizer=` shortens messages (default: `ExtractiveSummarizer`, source
+    sentences only, names, numbers and dates kept verbatim; `HeadTailSummarizer`
+    is the model-free cut);
     `embedder=` is the dense half of the semantic layer (default: the static
     MiniLM table; None for BM25 alone); `store=` (a `ctxengine.memory` store,
     e.g. `SqliteStore("agent.db")`) keeps summaries and embeddings across
@@ -60,7 +62,7 @@ class ContextEngine:
     ) -> None:
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(model, encoding)
         self.config = config if config is not None else EngineConfig()
-        self.summarizer = summarizer if summarizer is not None else HeadTailSummarizer(tokenizer=self.tokenizer)
+        self.summarizer = summarizer if summarizer is not None else _default_summarizer(self.tokenizer)
         self._archive: dict[str, dict[str, Any]] = {}
         self._embedder_spec = embedder
         self._embedder: Any = None
@@ -221,6 +223,14 @@ class ContextEngine:
         if total > self.config.total_tool_output_warning_tokens:
             warnings.append(f"tool output totals {total} tokens (over {self.config.total_tool_output_warning_tokens})")
         return warnings
+
+
+def _default_summarizer(tokenizer: Tokenizer) -> Summarizer:
+    """The extractive summarizer counting with the engine's own tokenizer (no
+    progress bar: the engine is a library call)."""
+    from ctxengine.extractive import ExtractiveSummarizer
+
+    return ExtractiveSummarizer(tokenizer=tokenizer, progress=False)
 
 
 def _model_id(embedder: Any) -> str:
