@@ -556,3 +556,20 @@ def test_failed_write_leaves_nothing_behind(store) -> None:
         store.add(Memory(content="b"), scope=fresh, embedding=unit(1, 8))
     store.add(Memory(content="b"), scope=fresh, embedding=unit(2, 16))
     assert [m.content for m in store.search(unit(2, 16), scope=Scope.any(user_id="brand-new"))] == ["b"]
+
+
+def test_embedder_cache_persists_in_the_store(tmp_path) -> None:
+    """Issue 4's embedding cache through the memory store: a second Embedder
+    (a restarted process) on the same database runs no inference."""
+    from ctxengine import Embedder
+
+    texts = ["the Berlin office opens at 9", "Maria's flight lands at 14:05"]
+    with SqliteStore(tmp_path / "cache.db") as store:
+        first = Embedder(cache=store.embedding_cache("all-MiniLM-L6-v2"))
+        vectors = first.embed(texts)
+        assert first.stats.cache_hits == 0
+    with SqliteStore(tmp_path / "cache.db") as store:
+        second = Embedder(cache=store.embedding_cache("all-MiniLM-L6-v2"))
+        again = second.embed(texts)
+        assert second.stats.cache_hits == len(texts) and second.stats.tokens_encoded == 0
+    np.testing.assert_array_equal(vectors, again)
