@@ -472,3 +472,21 @@ def test_a_store_keeps_summaries_and_embeddings_across_engines(tmp_path) -> None
         second = fresh_engine(store).optimize(msgs, budget=2500)
     assert len(summaries) == made and len(encoded) == embedded  # nothing recomputed
     assert second.messages == first.messages
+
+
+STRATEGY_ENGINES = {s: ContextEngine(encoding="cl100k_base", config=EngineConfig(strategy=s))
+                    for s in ("windowed", "compacted", "multi_level", "auto")}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversations(), st.integers(40, 3000), st.sampled_from(sorted(STRATEGY_ENGINES)))
+def test_every_strategy_always_fits_and_is_valid(msgs, budget, strategy) -> None:
+    try:
+        res = STRATEGY_ENGINES[strategy].optimize(msgs, budget=budget)
+    except BudgetError:
+        assert any(m["role"] == "system" for m in msgs), "only hard-protected content may make a budget infeasible"
+        return
+    assert res.tokens <= budget
+    assert res.tokens == count_messages(res.messages, encoding="cl100k_base")
+    check_valid(res.messages)
+    assert len(res.items) == len(msgs)
