@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from ctxengine.errors import InvalidInputError, InvalidTypeError
+from ctxengine.memory.checks import positive_seconds, unit_interval
 from ctxengine.memory.scope import Scope, check_scope
 
 __all__ = ["MESSAGE_TYPE", "AgentMessage", "AgentMessagesMixin"]
@@ -56,19 +57,16 @@ class AgentMessagesMixin:
         check_scope(scope, write=True)
         if not isinstance(message, AgentMessage):
             raise InvalidTypeError(f"message: expected an AgentMessage, got {type(message).__name__}")
-        p = message.priority
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
-            raise InvalidInputError(f"message.priority: must be a number in [0, 1], got {p!r}")
-        ttl = message.ttl_seconds
-        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or math.isnan(ttl) or ttl <= 0):
-            raise InvalidInputError(f"message.ttl_seconds: must be a positive number or None, got {ttl!r}")
+        p = unit_interval(message.priority, "message.priority")
+        if message.ttl_seconds is not None:
+            positive_seconds(message.ttl_seconds, "message.ttl_seconds (or None: no expiry)")
         if not message.source or not message.target:
             raise InvalidInputError("message: source and target must be non-empty agent or node ids")
         message = msgspec.structs.replace(
             message,
             id=message.id or uuid.uuid4().hex,
             created_at=time.time() if message.created_at is None else message.created_at,
-            priority=float(p),
+            priority=p,
         )
         with self._write() as cur:  # type: ignore[attr-defined]
             sid = self._scope_id(cur, scope, create=True)  # type: ignore[attr-defined]

@@ -23,6 +23,7 @@ from ctxengine._core import count_tokens
 from ctxengine.errors import InvalidInputError, InvalidTypeError
 from ctxengine.memory.embedding import embed_texts, from_blobs, to_blob
 from ctxengine.memory.matrix import select_top
+from ctxengine.memory.checks import unit_interval
 from ctxengine.memory.scope import Scope, check_scope
 
 if TYPE_CHECKING:
@@ -181,9 +182,7 @@ class TiersMixin:
         check_scope(scope, write=True)
         if not isinstance(episode, Episode):
             raise InvalidTypeError(f"episode: expected an Episode, got {type(episode).__name__}")
-        s = episode.significance
-        if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0.0 <= s <= 1.0:
-            raise InvalidInputError(f"episode.significance: must be a number in [0, 1], got {s!r}")
+        s = unit_interval(episode.significance, "episode.significance")
         if not episode.content.strip():
             raise InvalidInputError("episode.content: must be a non-empty str")
         now = time.time()

@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from ctxengine.errors import InvalidInputError, InvalidTypeError
+from ctxengine.memory.checks import unit_interval
 from ctxengine.memory.records import Memory, Source
 from ctxengine.memory.scope import Scope
 
@@ -66,9 +67,7 @@ def prepare(memory: Any, scope: Scope, now: float | None = None, *, argument: st
         )
     if not isinstance(memory.content, str) or not memory.content.strip():
         raise InvalidInputError(f"{argument}.content: must be a non-empty str")
-    confidence = memory.confidence
-    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0.0 <= confidence <= 1.0:
-        raise InvalidInputError(f"{argument}.confidence: must be a number in [0, 1], got {confidence!r}")
+    confidence = unit_interval(memory.confidence, f"{argument}.confidence")
     if confidence < rule.min_confidence:
         raise InvalidInputError(
             f"{argument}.confidence: {confidence} is below the minimum {rule.min_confidence} of category "
