@@ -490,3 +490,16 @@ def test_every_strategy_always_fits_and_is_valid(msgs, budget, strategy) -> None
     assert res.tokens == count_messages(res.messages, encoding="cl100k_base")
     check_valid(res.messages)
     assert len(res.items) == len(msgs)
+
+
+def test_concurrent_aoptimize_on_one_engine() -> None:
+    engine = ContextEngine(encoding="cl100k_base")
+    msgs = long_history()
+
+    async def many():
+        return await asyncio.gather(*(engine.aoptimize(msgs[: 40 + k], budget=900) for k in range(8)))
+
+    results = asyncio.run(many())
+    for k, res in enumerate(results):
+        alone = ContextEngine(encoding="cl100k_base").optimize(msgs[: 40 + k], budget=900)
+        assert res.messages == alone.messages and res.tokens <= 900

@@ -10,6 +10,7 @@ process."""
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
@@ -36,33 +37,38 @@ def message_key(api_message: dict[str, Any]) -> bytes:
 
 
 class Lru(Generic[K, V]):
-    """A dict that forgets the least recently used entries beyond `capacity`."""
+    """A dict that forgets the least recently used entries beyond `capacity`.
+    Thread-safe: `aoptimize` calls on one engine may run at the same time."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._data: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
         self.hits = self.misses = 0
 
     def get(self, key: K) -> V | None:
-        value = self._data.get(key)
-        if value is None:
-            self.misses += 1
-            return None
-        self._data.move_to_end(key)
-        self.hits += 1
-        return value
+        with self._lock:
+            value = self._data.get(key)
+            if value is None:
+                self.misses += 1
+                return None
+            self._data.move_to_end(key)
+            self.hits += 1
+            return value
 
     def put(self, key: K, value: V) -> None:
-        self._data[key] = value
-        self._data.move_to_end(key)
-        while len(self._data) > self.capacity:
-            self._data.popitem(last=False)
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.capacity:
+                self._data.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self._data)
 
     def clear(self) -> None:
-        self._data.clear()
+        with self._lock:
+            self._data.clear()
 
 
 class CachingEmbedder:
