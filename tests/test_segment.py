@@ -205,6 +205,78 @@ def test_segment_many_segments_against_brute_force() -> None:
             assert objective(s, got) >= best - 1e-9 * (1 + abs(best))
 
 
+def reference_best(s: np.ndarray, k: int, tokens=None, floor: int = 0, cap: int | None = None) -> float | None:
+    """The best objective over splits into k segments within the token
+    limits, by the textbook O(k n^2) DP over the transcribed objective."""
+    n = len(s)
+    off = ~np.eye(n, dtype=bool)
+    others = max(n - 1, 1)
+    mean = np.where(off, s, 0).sum(1) / others
+    var = np.maximum(np.where(off, s * s, 0).sum(1) / others - mean**2, 0)
+    scale = np.sqrt(var + SHRINK * var.mean())
+    inv = np.where(scale > 1e-12, 1 / np.where(scale > 1e-12, scale, 1), 0)
+    w = np.maximum(0.5 * ((s - mean[:, None]) * inv[:, None] + (s - mean[None, :]) * inv[None, :]), 0) - THRESHOLD
+    np.fill_diagonal(w, 0)
+    box = np.zeros((n + 1, n + 1))
+    box[1:, 1:] = w.cumsum(0).cumsum(1)
+    i, j = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
+    within = box[j, j] - box[i, j] - box[j, i] + box[i, i]
+    score = np.where(j > i, within / np.maximum(j - i, 1) ** LENGTH_EXPONENT, -np.inf)
+    prefix = np.concatenate([[0], np.cumsum(np.ones(n) if tokens is None else tokens)])
+    size = prefix[None, :] - prefix[:, None]
+    score = np.where((size >= floor) & (size <= (np.inf if cap is None else cap)), score, -np.inf)
+    best = np.full(n + 1, -np.inf)
+    best[0] = 0.0
+    for _ in range(k):
+        best = np.max(best[:, None] + score, axis=0)
+    return None if best[n] == -np.inf else float(best[n])
+
+
+def test_segment_matches_a_reference_dp_on_larger_inputs() -> None:
+    # Sizes where the batched score stream, the Lagrangian search on a cached
+    # band of short segments (k > 24) and its full check all run.
+    rng = np.random.default_rng(11)
+    for n in (120, 181):
+        lengths = rng.integers(2, 12, n)
+        lengths = lengths[np.cumsum(lengths) <= n]
+        lengths = np.append(lengths, n - lengths.sum()) if lengths.sum() < n else lengths
+        s = planted(lengths.tolist(), seed=n, strength=0.3) + 0.2 * (lambda m: (m + m.T) / 2)(rng.random((n, n)))
+        tokens = rng.integers(1, 40, n)
+        for k in (3, 24, 25, 40, 60):
+            best = reference_best(s, k)
+            got = segment(s, n_segments=k).tolist()
+            assert len(got) == k - 1 and abs(objective(s, got) - best) <= 1e-9 * (1 + abs(best))
+            cap, floor = 3 * int(tokens.sum()) // k + 40, int(tokens.sum()) // (3 * k)
+            best = reference_best(s, k, tokens, floor, cap)
+            if best is None:
+                with pytest.raises(InvalidInputError):
+                    segment(s, tokens, n_segments=k, min_tokens=floor, max_tokens=cap)
+                continue
+            got = segment(s, tokens, n_segments=k, min_tokens=floor, max_tokens=cap).tolist()
+            assert all(floor <= t <= cap for t in sizes(got, tokens))
+            assert abs(objective(s, got) - best) <= 1e-9 * (1 + abs(best))
+
+
+@pytest.mark.parametrize(
+    ("edits", "fragment"),
+    [
+        ({(100, 650): 0.5}, "similarity[100, 650]"),  # asymmetric, mirror in another step
+        ({(70, 71): -0.25, (500, 500): np.inf}, "similarity[70, 71]"),  # asymmetric first
+        ({(50, 50): np.nan, (400, 690): 0.5}, "entry [50, 50] is NaN"),  # non-finite first
+        ({(600, 600): np.nan, (100, 650): 0.5}, "similarity[100, 650]"),
+    ],
+)
+def test_segment_large_input_reports_the_first_problem_in_row_order(edits, fragment) -> None:
+    # 700 rows: the tiled scan, in parallel; the error is the first in row order.
+    s = planted([100] * 7)
+    for (i, j), delta in edits.items():
+        s[i, j] = delta if not np.isfinite(delta) else s[i, j] + delta
+    for a in (s, s.astype(np.float32)):
+        with pytest.raises(InvalidInputError) as info:
+            segment(a, n_segments=3)
+        assert fragment in str(info.value)
+
+
 def planted(lengths, seed: int = 0, strength: float = 0.5) -> np.ndarray:
     rng = np.random.default_rng(seed)
     topic = np.repeat(np.arange(len(lengths)), lengths)

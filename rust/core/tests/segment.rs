@@ -380,3 +380,159 @@ fn segment_rejects_bad_input() {
     let one = Array2::from_elem((1, 1), 1.0f64);
     assert!(segment(one.view(), &SegmentOptions { n_segments: Some(1), ..Default::default() }).unwrap().is_empty());
 }
+
+/// The objective's evidence `w(a, b)`, transcribed from the documentation
+/// (row z-scores averaged, clipped at 0, minus 0.5; sd shrunk by 0.3 x the
+/// mean variance), and the score of every segment `[i, j)` (sum over its
+/// ordered pairs / L^0.3), for a reference DP independent of the core's.
+fn reference_scores(a: &Array2<f64>) -> Vec<Vec<f64>> {
+    let n = a.nrows();
+    let others = (n - 1).max(1) as f64;
+    let mean: Vec<f64> = (0..n).map(|r| (0..n).filter(|&c| c != r).map(|c| a[[r, c]]).sum::<f64>() / others).collect();
+    let var: Vec<f64> = (0..n)
+        .map(|r| {
+            ((0..n).filter(|&c| c != r).map(|c| a[[r, c]] * a[[r, c]]).sum::<f64>() / others - mean[r] * mean[r])
+                .max(0.0)
+        })
+        .collect();
+    let average = var.iter().sum::<f64>() / n as f64;
+    let inv: Vec<f64> = var
+        .iter()
+        .map(|v| {
+            let s = (v + 0.3 * average).sqrt();
+            if s > 1e-12 {
+                1.0 / s
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let w = |x: usize, y: usize| {
+        let s = a[[x, y]];
+        (0.5 * ((s - mean[x]) * inv[x] + (s - mean[y]) * inv[y])).max(0.0) - 0.5
+    };
+    let mut score = vec![vec![f64::NEG_INFINITY; n + 1]; n + 1];
+    for (i, row) in score.iter_mut().enumerate().take(n) {
+        let mut within = 0.0;
+        for (j, slot) in row.iter_mut().enumerate().skip(i + 1) {
+            within += 2.0 * (i..j - 1).map(|x| w(x, j - 1)).sum::<f64>();
+            *slot = within / ((j - i) as f64).powf(0.3);
+        }
+    }
+    score
+}
+
+/// The best objective over splits into k segments whose token sums lie in
+/// [floor, cap], by the textbook O(k n^2) DP; None if there is none.
+fn reference_best(score: &[Vec<f64>], k: usize, tokens: &[i64], floor: i64, cap: i64) -> Option<f64> {
+    let n = tokens.len();
+    let mut prefix = vec![0i64; n + 1];
+    for i in 0..n {
+        prefix[i + 1] = prefix[i] + tokens[i];
+    }
+    let mut best = vec![vec![f64::NEG_INFINITY; n + 1]; k + 1];
+    best[0][0] = 0.0;
+    for c in 1..=k {
+        for j in 1..=n {
+            for i in 0..j {
+                let t = prefix[j] - prefix[i];
+                if t >= floor && t <= cap && best[c - 1][i] > f64::NEG_INFINITY {
+                    best[c][j] = best[c][j].max(best[c - 1][i] + score[i][j]);
+                }
+            }
+        }
+    }
+    (best[k][n] > f64::NEG_INFINITY).then_some(best[k][n])
+}
+
+#[test]
+fn segment_matches_a_reference_dp_on_larger_inputs() {
+    // Sizes where the batched score stream, the cached band of the
+    // Lagrangian search (k > 24 with 4n/k < n) and its full check all run.
+    for (case, n) in [(0u64, 97usize), (1, 150), (2, 203)] {
+        let a = planted(n, 900 + case);
+        let score = reference_scores(&a);
+        let mut rng = Lcg(case);
+        let tokens: Vec<i64> = (0..n).map(|_| 1 + (rng.next() * 40.0) as i64).collect();
+        let total: i64 = tokens.iter().sum();
+        for k in [2usize, 7, 24, 25, 31, 40, 60] {
+            let ones = vec![1i64; n];
+            let best = reference_best(&score, k, &ones, 0, i64::MAX).unwrap();
+            let got = segment(a.view(), &SegmentOptions { n_segments: Some(k), ..Default::default() }).unwrap();
+            assert_eq!(got.len(), k - 1);
+            let value = segmentation_objective(a.view(), &got).unwrap();
+            assert!((value - best).abs() <= 1e-9 * (1.0 + best.abs()), "n={n} k={k}: {value} vs {best}");
+            // With a cap and a floor.
+            let cap = 3 * total / k as i64 + 40;
+            let floor = total / (3 * k as i64);
+            let opts = SegmentOptions {
+                tokens: Some(&tokens),
+                n_segments: Some(k),
+                min_tokens: floor as u64,
+                max_tokens: Some(cap as u64),
+                ..Default::default()
+            };
+            match (segment(a.view(), &opts), reference_best(&score, k, &tokens, floor, cap)) {
+                (Ok(got), Some(best)) => {
+                    assert!(seg_tokens(&got, &tokens).iter().all(|&t| t >= floor && t <= cap));
+                    let value = segmentation_objective(a.view(), &got).unwrap();
+                    assert!((value - best).abs() <= 1e-9 * (1.0 + best.abs()), "capped n={n} k={k}");
+                }
+                (Err(_), None) => {}
+                (got, best) => panic!("n={n} k={k}: {got:?} vs {best:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn large_input_errors_name_the_first_problem_in_row_order() {
+    // 700 rows: the fast (tiled, parallel) scan; the first problem in row
+    // order is reported, whichever step finds what.
+    let base = planted(700, 77);
+    let message = |a: &Array2<f64>| {
+        segment(a.view(), &SegmentOptions { n_segments: Some(3), ..Default::default() }).unwrap_err().to_string()
+    };
+    // Asymmetry at row 100 (column 650, another step's mirror) before a NaN at row 600.
+    let mut a = base.clone();
+    a[[600, 2]] = f64::NAN;
+    a[[2, 600]] = f64::NAN;
+    a[[100, 650]] += 0.5;
+    // The NaN is in row 2 as well (column 600): row 2 comes first.
+    let m = message(&a);
+    assert!(m.contains("finite") && m.contains("[2, 600]"), "{m}");
+    // Without it: the asymmetry at row 100 before the NaN of row 600.
+    a[[2, 600]] = a[[600, 3]];
+    a[[600, 2]] = a[[600, 3]];
+    a[[600, 7]] = f64::NAN;
+    a[[7, 600]] = f64::NAN;
+    let m = message(&a);
+    assert!(m.contains("finite") && m.contains("[7, 600]"), "{m}");
+    a[[600, 7]] = 0.1;
+    a[[7, 600]] = 0.1;
+    a[[600, 600]] = f64::NAN;
+    let m = message(&a);
+    assert!(m.contains("symmetric") && m.contains("similarity[100, 650]"), "{m}");
+    // Only the asymmetry: reported with its position.
+    let mut a = base.clone();
+    a[[100, 650]] += 0.5;
+    let m = message(&a);
+    assert!(m.contains("symmetric") && m.contains("similarity[100, 650]"), "{m}");
+    // Asymmetry inside one step (rows 64..128) and a later NaN.
+    let mut a = base.clone();
+    a[[70, 71]] -= 0.25;
+    a[[500, 500]] = f64::INFINITY;
+    let m = message(&a);
+    assert!(m.contains("symmetric") && m.contains("similarity[70, 71]"), "{m}");
+    // A NaN first, an asymmetry in a later step.
+    let mut a = base.clone();
+    a[[50, 50]] = f64::NAN;
+    a[[400, 690]] += 0.5;
+    let m = message(&a);
+    assert!(m.contains("finite") && m.contains("[50, 50]"), "{m}");
+    // The same matrices as float32.
+    let mut a = base.mapv(|v| v as f32);
+    a[[300, 10]] += 0.5;
+    let e = segment(a.view(), &SegmentOptions { n_segments: Some(3), ..Default::default() }).unwrap_err().to_string();
+    assert!(e.contains("similarity[10, 300]"), "{e}");
+}

@@ -4,6 +4,7 @@
 //! is read once before the numeric work starts.
 
 use ndarray::ArrayView2;
+use rayon::prelude::*;
 
 use crate::{Error, Result};
 
@@ -69,11 +70,11 @@ pub(crate) fn square_size<T>(a: &ArrayView2<'_, T>, argument: &str) -> Result<us
 /// columns of a large matrix (for the transpose) costs a cache and TLB miss
 /// per element. Rows are taken BLOCK at a time; the block-column below each
 /// block (its mirror) is read along its rows too and transposed in cache.
-pub(crate) fn scan_square<T: Real, R>(
+pub(crate) fn scan_square<T: Real, R: Send>(
     a: &ArrayView2<'_, T>,
     argument: &str,
     out: &mut [R],
-    visit: impl Fn(usize, &[f64], &mut R) -> Result<()>,
+    visit: impl Fn(usize, &[f64], &mut R) -> Result<()> + Sync,
 ) -> Result<usize> {
     let n = square_size(a, argument)?;
     if out.len() != n {
@@ -87,6 +88,9 @@ pub(crate) fn scan_square<T: Real, R>(
             &owned
         }
     };
+    if fast_scan(data, n, argument, out, &visit)? {
+        return Ok(n);
+    }
     let work = |start: usize, slots: &mut [R], buffers: &mut Buffers| -> Result<()> {
         #[cfg(target_arch = "x86_64")]
         {
@@ -103,6 +107,155 @@ pub(crate) fn scan_square<T: Real, R>(
         work(b * BLOCK, slots, &mut buffers)?;
     }
     Ok(n)
+}
+
+/// Rows per step of the fast scan (held as float64 in L2 between the
+/// symmetry check and the visit), and the width of a symmetry tile.
+const FAST_ROWS: usize = 64;
+const FAST_COLS: usize = 32;
+/// From this size the steps of the fast scan run on rayon's threads.
+const PARALLEL_ROWS: usize = 512;
+
+/// The common case, symmetric input, in one pass (no transposed copy of
+/// the matrix): per step of FAST_ROWS rows, a branch-free symmetry check of
+/// those rows against their mirror (tile by tile, each mirror tile read
+/// along its rows and transposed in L1), then each row checked for
+/// finiteness and visited. Steps are independent, so from PARALLEL_ROWS
+/// rows they run on rayon's threads. The first step, in row order, that is
+/// not clean decides: an asymmetric one gives `Ok(false)` and the caller
+/// reruns the exact scan above, which reports the first problem in row order
+/// (the same error as ever; visits are idempotent); an error from a
+/// non-finite entry or `visit` is returned as is (a step checks symmetry
+/// before it visits, so it is also the first problem in row order).
+fn fast_scan<T: Real, R: Send>(
+    data: &[T],
+    n: usize,
+    argument: &str,
+    out: &mut [R],
+    visit: &(impl Fn(usize, &[f64], &mut R) -> Result<()> + Sync),
+) -> Result<bool> {
+    let step = |rows: &mut Vec<f64>, (index, slots): (usize, &mut [R])| -> Result<bool> {
+        let start = index * FAST_ROWS;
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: the running CPU has AVX2, all `fast_step_avx2` is
+                // compiled for; it is otherwise the same safe code.
+                return unsafe { fast_step_avx2(data, n, argument, start, slots, rows, visit) };
+            }
+        }
+        fast_step(data, n, argument, start, slots, rows, visit)
+    };
+    let buffer = || vec![0.0f64; FAST_ROWS.min(n) * n];
+    let outcomes: Vec<Result<bool>> = if n >= PARALLEL_ROWS {
+        out.par_chunks_mut(FAST_ROWS).enumerate().map_init(buffer, step).collect()
+    } else {
+        let mut rows = buffer();
+        out.chunks_mut(FAST_ROWS).enumerate().map(|chunk| step(&mut rows, chunk)).collect()
+    };
+    // The first step (in row order) that is not clean decides.
+    outcomes.into_iter().find(|o| !matches!(o, Ok(true))).unwrap_or(Ok(true))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn fast_step_avx2<T: Real, R>(
+    data: &[T],
+    n: usize,
+    argument: &str,
+    start: usize,
+    slots: &mut [R],
+    rows: &mut [f64],
+    visit: &impl Fn(usize, &[f64], &mut R) -> Result<()>,
+) -> Result<bool> {
+    fast_step(data, n, argument, start, slots, rows, visit)
+}
+
+/// Rows `start..start + slots.len()`: symmetry against their mirror, then
+/// finiteness and the visit of each; `Ok(false)` if any pair is asymmetric
+/// (nothing visited then).
+#[inline(always)]
+fn fast_step<T: Real, R>(
+    data: &[T],
+    n: usize,
+    argument: &str,
+    start: usize,
+    slots: &mut [R],
+    rows: &mut [f64],
+    visit: &impl Fn(usize, &[f64], &mut R) -> Result<()>,
+) -> Result<bool> {
+    // mirror[t * FAST_COLS + u] = a[j0 + u, start + t]: one tile of the
+    // block-column below, read along its rows and transposed in L1.
+    let mut mirror = [0.0f64; FAST_ROWS * FAST_COLS];
+    let end = start + slots.len();
+    let height = end - start;
+    // The rows of one step are contiguous in the input: one stream.
+    for (d, v) in rows[..height * n].iter_mut().zip(&data[start * n..end * n]) {
+        *d = v.to_f64();
+    }
+    let mut flagged = false;
+    for j0 in (start..n).step_by(FAST_COLS) {
+        let j1 = (j0 + FAST_COLS).min(n);
+        for j in j0..j1 {
+            // The mirror is read a few cache lines per row, one page
+            // apart: too scattered for the hardware prefetchers.
+            if j + FAST_COLS < n {
+                prefetch(&data[(j + FAST_COLS) * n + start..(j + FAST_COLS) * n + end]);
+            }
+            for (t, v) in data[j * n + start..j * n + end].iter().enumerate() {
+                mirror[t * FAST_COLS + (j - j0)] = v.to_f64();
+            }
+        }
+        for t in 0..height {
+            let lo = j0.max(start + t + 1);
+            if lo >= j1 {
+                continue;
+            }
+            let mine = &rows[t * n + lo..t * n + j1];
+            let theirs = &mirror[t * FAST_COLS + (lo - j0)..t * FAST_COLS + (j1 - j0)];
+            flagged |= mine.iter().zip(theirs).fold(false, |any, (&x, &y)| any | asymmetric(x, y));
+        }
+    }
+    if flagged {
+        return Ok(false);
+    }
+    for (t, slot) in slots.iter_mut().enumerate() {
+        let row = &rows[t * n..(t + 1) * n];
+        check_finite(row, start + t, argument)?;
+        visit(start + t, row, slot)?;
+    }
+    Ok(true)
+}
+
+/// Hints the CPU to load the cache lines of `span` (no effect on results).
+#[inline(always)]
+fn prefetch<T>(span: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let bytes = std::mem::size_of_val(span);
+        let base = span.as_ptr().cast::<i8>();
+        for offset in (0..bytes).step_by(64) {
+            // SAFETY: a prefetch never faults and the address is inside `span`.
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(base.add(offset)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = span;
+}
+
+#[inline(always)]
+fn asymmetric(x: f64, y: f64) -> bool {
+    (x - y).abs() > SYMMETRY_TOLERANCE * x.abs().max(y.abs()).max(1.0)
+}
+
+#[inline(always)]
+fn check_finite(row: &[f64], i: usize, argument: &str) -> Result<()> {
+    // 0 * x is NaN exactly when x is not finite.
+    if sum_lanes(row, |x| 0.0 * x).is_nan() {
+        let t = row.iter().position(|v| !v.is_finite()).unwrap_or(0);
+        return Err(Error::invalid(argument, format!("entry [{i}, {t}] is {}; every entry must be finite", row[t])));
+    }
+    Ok(())
 }
 
 struct Buffers {
@@ -145,7 +298,6 @@ fn block<T: Real, R>(
     buffers: &mut Buffers,
     visit: &impl Fn(usize, &[f64], &mut R) -> Result<()>,
 ) -> Result<()> {
-    let asymmetric = |x: f64, y: f64| (x - y).abs() > SYMMETRY_TOLERANCE * x.abs().max(y.abs()).max(1.0);
     let end = start + slots.len();
     let width = end - start;
     let Buffers { gathered, mirror, row } = buffers;
@@ -167,14 +319,7 @@ fn block<T: Real, R>(
         for (d, v) in row.iter_mut().zip(&data[i * n..(i + 1) * n]) {
             *d = v.to_f64();
         }
-        // 0 * x is NaN exactly when x is not finite.
-        if sum_lanes(row, |x| 0.0 * x).is_nan() {
-            let t = row.iter().position(|v| !v.is_finite()).unwrap_or(0);
-            return Err(Error::invalid(
-                argument,
-                format!("entry [{i}, {t}] is {}; every entry must be finite", row[t]),
-            ));
-        }
+        check_finite(row, i, argument)?;
         let theirs = &mirror[(i - start) * n + end..(i - start) * n + n];
         let flagged = row[end..].iter().zip(theirs).fold(false, |any, (&x, &y)| any | asymmetric(x, y));
         // Within the block the mirror entries are in the rows themselves.
@@ -210,6 +355,57 @@ pub(crate) fn sum_lanes(xs: &[f64], f: impl Fn(f64) -> f64) -> f64 {
         }
     }
     acc.iter().sum::<f64>() + rest.iter().map(|&x| f(x)).sum::<f64>()
+}
+
+/// `(sum, sum of squares, smallest, largest)` of `xs`, bit for bit as
+/// `sum_lanes` and `min_max_lanes` compute them; with AVX2 when the CPU has
+/// it (callers are closures, which the scan's AVX2 code does not inline).
+pub(crate) fn row_stats_lanes(xs: &[f64]) -> [f64; 4] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the running CPU has AVX2, all the function is
+            // compiled for.
+            return unsafe { row_stats_avx2(xs) };
+        }
+    }
+    let (lo, hi) = min_max_lanes(xs);
+    [sum_lanes(xs, |x| x), sum_lanes(xs, |x| x * x), lo, hi]
+}
+
+/// The sums as in `sum_lanes` (plain loops vectorise); the extremes with
+/// explicit vector min/max, which the compiler does not produce for the
+/// `if x < m` form here (it emits scalar code): `_mm256_min_pd(x, m)` is
+/// exactly `if x < m { x } else { m }` per lane, so the lanes, and the final
+/// fold, are those of `min_max_lanes`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(unused_unsafe)]
+unsafe fn row_stats_avx2(xs: &[f64]) -> [f64; 4] {
+    use std::arch::x86_64::{_mm256_loadu_pd, _mm256_max_pd, _mm256_min_pd, _mm256_set1_pd, _mm256_storeu_pd};
+    let chunks = xs.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    let (mut lo, mut hi) = ([f64::INFINITY; LANES], [f64::NEG_INFINITY; LANES]);
+    // SAFETY: every load and store is of 4 f64 inside a chunk of 8 or one of
+    // the 8-lane arrays.
+    unsafe {
+        let (mut lo0, mut lo1) = (_mm256_set1_pd(f64::INFINITY), _mm256_set1_pd(f64::INFINITY));
+        let (mut hi0, mut hi1) = (_mm256_set1_pd(f64::NEG_INFINITY), _mm256_set1_pd(f64::NEG_INFINITY));
+        for c in chunks {
+            let (x0, x1) = (_mm256_loadu_pd(c.as_ptr()), _mm256_loadu_pd(c.as_ptr().add(4)));
+            lo0 = _mm256_min_pd(x0, lo0);
+            lo1 = _mm256_min_pd(x1, lo1);
+            hi0 = _mm256_max_pd(x0, hi0);
+            hi1 = _mm256_max_pd(x1, hi1);
+        }
+        _mm256_storeu_pd(lo.as_mut_ptr(), lo0);
+        _mm256_storeu_pd(lo.as_mut_ptr().add(4), lo1);
+        _mm256_storeu_pd(hi.as_mut_ptr(), hi0);
+        _mm256_storeu_pd(hi.as_mut_ptr().add(4), hi1);
+    }
+    let lo = lo.iter().chain(rest).fold(f64::INFINITY, |m, &x| if x < m { x } else { m });
+    let hi = hi.iter().chain(rest).fold(f64::NEG_INFINITY, |m, &x| if x > m { x } else { m });
+    [sum_lanes(xs, |x| x), sum_lanes(xs, |x| x * x), lo, hi]
 }
 
 /// Smallest and largest of `xs` (infinities when empty), in lanes.

@@ -13,7 +13,7 @@
 //! Inner loops are compiled twice, for the baseline and for AVX2.
 
 use super::matrix::Real;
-use super::objective::{Prepared, ScoreStream};
+use super::objective::{CachedScores, Prepared, ScoreSource, ScoreStream};
 use super::windows::Windows;
 
 /// Boundaries found by following `back` from n.
@@ -100,43 +100,59 @@ fn layered_kernel<T: Real>(p: &Prepared<'_, T>, windows: &Windows, k: usize, bes
     }
 }
 
-const LANES: usize = 8;
+/// Candidates per chunk of `max_arg`: the first pass keeps only each
+/// chunk's maximum, the second looks for the arg-max in one chunk.
+const CHUNK: usize = 64;
 
-/// The largest `f[t] + g[t]` and the first t reaching it: max and arg-max
-/// per lane (strict >, so the first index within each lane; vectorised),
-/// then across lanes the largest value, ties to the smaller index.
+/// The largest `f[t] + g[t]` and the first t reaching it (`(-inf, 0)` when
+/// every sum is -inf). Two passes, so the hot one is only adds and maxes (no
+/// index bookkeeping): the maximum of every chunk of CHUNK candidates, the
+/// first chunk holding the overall maximum, then the first position in that
+/// chunk whose sum (the same f64 addition, so bit-identical) equals it.
 #[inline(always)]
 fn max_arg(f: &[f64], g: &[f64]) -> (f64, usize) {
-    let mut value = [f64::NEG_INFINITY; LANES];
-    let mut index = [0.0f64; LANES];
-    let (fc, gc) = (f.chunks_exact(LANES), g.chunks_exact(LANES));
+    let len = f.len().min(g.len());
+    let (f, g) = (&f[..len], &g[..len]);
+    let mut top = f64::NEG_INFINITY;
+    let mut found = None;
+    for (c, (fc, gc)) in f.chunks(CHUNK).zip(g.chunks(CHUNK)).enumerate() {
+        let m = chunk_max(fc, gc);
+        if m > top {
+            top = m;
+            found = Some(c);
+        }
+    }
+    let Some(c) = found else {
+        return (f64::NEG_INFINITY, 0);
+    };
+    let base = c * CHUNK;
+    let end = (base + CHUNK).min(len);
+    let t = f[base..end].iter().zip(&g[base..end]).position(|(x, y)| x + y == top).unwrap_or(0);
+    (top, base + t)
+}
+
+/// Independent running maxima in `chunk_max` (16 measured no faster).
+const MAX_LANES: usize = 8;
+
+/// The largest `f[t] + g[t]`, in independent lanes so it vectorises (a
+/// maximum is exact, so the lanes do not change the result).
+#[inline(always)]
+fn chunk_max(f: &[f64], g: &[f64]) -> f64 {
+    let mut value = [f64::NEG_INFINITY; MAX_LANES];
+    let (fc, gc) = (f.chunks_exact(MAX_LANES), g.chunks_exact(MAX_LANES));
     let (fr, gr) = (fc.remainder(), gc.remainder());
-    for (c, (fx, gx)) in fc.zip(gc).enumerate() {
-        let base = (c * LANES) as f64;
-        for l in 0..LANES {
+    for (fx, gx) in fc.zip(gc) {
+        for l in 0..MAX_LANES {
             let v = fx[l] + gx[l];
-            let take = v > value[l];
-            value[l] = if take { v } else { value[l] };
-            index[l] = if take { base + l as f64 } else { index[l] };
+            value[l] = if v > value[l] { v } else { value[l] };
         }
     }
-    let (mut top, mut at) = (f64::NEG_INFINITY, 0usize);
-    for l in 0..LANES {
-        let t = index[l] as usize;
-        if value[l] > top || (value[l] == top && value[l] > f64::NEG_INFINITY && t < at) {
-            top = value[l];
-            at = t;
-        }
-    }
-    let tail = f.len() - fr.len();
-    for (t, (x, y)) in fr.iter().zip(gr).enumerate() {
+    let mut top = value.iter().fold(f64::NEG_INFINITY, |m, &v| if v > m { v } else { m });
+    for (x, y) in fr.iter().zip(gr) {
         let v = x + y;
-        if v > top {
-            top = v;
-            at = tail + t;
-        }
+        top = if v > top { v } else { top };
     }
-    (top, at)
+    top
 }
 
 /// One optimum of the penalised problem `max score - penalty * count`.
@@ -147,14 +163,28 @@ struct Penalised {
     boundaries: Vec<usize>,
 }
 
-/// The penalised optimum over segments of at most `max_len` blocks.
-fn penalised<T: Real>(p: &Prepared<'_, T>, windows: &Windows, penalty: f64, max_len: usize) -> Option<Penalised> {
+/// Where a penalised pass takes its segment scores from.
+#[derive(Clone, Copy)]
+enum Scores<'c> {
+    /// Computed on the fly, segments of at most this many blocks.
+    Stream(usize),
+    /// Kept from an earlier computation (a band of short segments).
+    Cached(&'c CachedScores),
+}
+
+/// The penalised optimum over the segments `scores` offers.
+fn penalised<T: Real>(p: &Prepared<'_, T>, windows: &Windows, penalty: f64, scores: Scores<'_>) -> Option<Penalised> {
     let n = p.n;
     let mut best = vec![f64::NEG_INFINITY; n + 1];
     let mut back = vec![0usize; n + 1];
     let mut taken = vec![0.0f64; n + 1];
     best[0] = 0.0;
-    penalised_fill(p, windows, penalty, max_len, &mut best, &mut back, &mut taken);
+    match scores {
+        Scores::Stream(max_len) => {
+            penalised_fill(ScoreStream::new(p, windows, max_len), n, penalty, &mut best, &mut back, &mut taken)
+        }
+        Scores::Cached(cached) => penalised_fill(cached, n, penalty, &mut best, &mut back, &mut taken),
+    }
     if best[n] == f64::NEG_INFINITY {
         return None;
     }
@@ -163,49 +193,41 @@ fn penalised<T: Real>(p: &Prepared<'_, T>, windows: &Windows, penalty: f64, max_
     Some(Penalised { penalty, score, count: boundaries.len() + 1, boundaries })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn penalised_fill<T: Real>(
-    p: &Prepared<'_, T>,
-    windows: &Windows,
+fn penalised_fill<S: ScoreSource>(
+    source: S,
+    n: usize,
     penalty: f64,
-    max_len: usize,
     best: &mut [f64],
     back: &mut [usize],
     taken: &mut [f64],
 ) {
-    dispatch!(penalised_avx2, penalised_kernel, p, windows, penalty, max_len, best, back, taken)
+    dispatch!(penalised_avx2, penalised_kernel, source, n, penalty, best, back, taken)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn penalised_avx2<T: Real>(
-    p: &Prepared<'_, T>,
-    windows: &Windows,
+unsafe fn penalised_avx2<S: ScoreSource>(
+    source: S,
+    n: usize,
     penalty: f64,
-    max_len: usize,
     best: &mut [f64],
     back: &mut [usize],
     taken: &mut [f64],
 ) {
-    penalised_kernel(p, windows, penalty, max_len, best, back, taken)
+    penalised_kernel(source, n, penalty, best, back, taken)
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn penalised_kernel<T: Real>(
-    p: &Prepared<'_, T>,
-    windows: &Windows,
+fn penalised_kernel<S: ScoreSource>(
+    mut source: S,
+    n: usize,
     penalty: f64,
-    max_len: usize,
     best: &mut [f64],
     back: &mut [usize],
     taken: &mut [f64],
 ) {
-    let n = p.n;
-    let mut stream = ScoreStream::new(p, windows, max_len);
     for j in 1..=n {
-        let (first, g) = stream.next(j);
+        let (first, g) = source.next(j);
         if g.is_empty() {
             continue;
         }
@@ -219,13 +241,19 @@ fn penalised_kernel<T: Real>(
     }
 }
 
+/// Most band scores the Lagrangian search keeps (f64 each: 32 MB).
+const CACHED_SCORES_MAX: usize = 1 << 22;
+
 /// Searches the penalty for an optimum with exactly k segments; `Some` only
 /// with that certificate of optimality.
 ///
 /// The search itself runs on a relaxation that only considers segments up
 /// to 4x the mean length (for k = 50 of n = 2,000: a band of 160 blocks
-/// near the diagonal, which stays in cache); its penalty is then checked by
-/// one pass over every candidate, which is what certifies the answer.
+/// near the diagonal), whose scores are computed once and kept (n * 4n / k
+/// values, 2.5 MB there; recomputed per penalty above 32 MB), so each
+/// penalty costs only the DP's maxima;
+/// its penalty is then checked by one pass over every candidate, which is
+/// what certifies the answer.
 /// Optimal segments that long are rare, so the check usually passes; if not,
 /// the search continues on the full problem from there.
 pub(crate) fn lagrangian<T: Real>(p: &Prepared<'_, T>, windows: &Windows, k: usize) -> Option<Vec<usize>> {
@@ -233,15 +261,19 @@ pub(crate) fn lagrangian<T: Real>(p: &Prepared<'_, T>, windows: &Windows, k: usi
     let band = (4 * n).div_ceil(k).max(32);
     let mut known = None;
     if band < n {
-        if let Some(found) = search(p, windows, k, band, None) {
-            let full = penalised(p, windows, found.penalty, n)?;
+        // Keep the band's scores when they fit in CACHED_SCORES_MAX values
+        // (n = 2,000: any k > 24); else recompute them per penalty.
+        let cached = (n.saturating_mul(band) <= CACHED_SCORES_MAX).then(|| CachedScores::new(p, windows, band));
+        let scores = cached.as_ref().map_or(Scores::Stream(band), Scores::Cached);
+        if let Some(found) = search(p, windows, k, scores, band, None) {
+            let full = penalised(p, windows, found.penalty, Scores::Stream(n))?;
             if full.count == k {
                 return Some(full.boundaries);
             }
             known = Some(full);
         }
     }
-    search(p, windows, k, n, known).map(|found| found.boundaries)
+    search(p, windows, k, Scores::Stream(n), n, known).map(|found| found.boundaries)
 }
 
 /// The penalty search over segments of at most `max_len` blocks, optionally
@@ -250,22 +282,23 @@ fn search<T: Real>(
     p: &Prepared<'_, T>,
     windows: &Windows,
     k: usize,
+    scores: Scores<'_>,
     max_len: usize,
     known: Option<Penalised>,
 ) -> Option<Penalised> {
     let n = p.n;
     let big = 2.0 * p.bound() + 1.0;
     // The extremes (fewest and most segments).
-    let mut few = penalised(p, windows, big, max_len)?;
+    let mut few = penalised(p, windows, big, scores)?;
     let mut many = if max_len >= n || !windows.constrained() {
         // n singletons, score 0 each, when no limit forbids them.
         if windows.constrained() {
-            penalised(p, windows, -big, max_len)?
+            penalised(p, windows, -big, scores)?
         } else {
             Penalised { penalty: -big, score: 0.0, count: n, boundaries: (1..n).collect() }
         }
     } else {
-        penalised(p, windows, -big, max_len)?
+        penalised(p, windows, -big, scores)?
     };
     if let Some(known) = known {
         if known.count < k && known.count > few.count {
@@ -287,7 +320,7 @@ fn search<T: Real>(
     // new vertex of the hull between them, or k is inside this hull edge.
     for _ in 0..n {
         let chord = (many.score - few.score) / (many.count - few.count) as f64;
-        let mid = penalised(p, windows, chord, max_len)?;
+        let mid = penalised(p, windows, chord, scores)?;
         if mid.count == k {
             return Some(mid);
         }
