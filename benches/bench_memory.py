@@ -9,6 +9,9 @@ something to skip).
   matrix already in memory (matrix-vector product + argpartition), the floor any
   exact search over these vectors can reach. Also measured: the first search
   after opening the store (it decodes the scope's 100,000 embeddings once).
+  And the ranking alone: the core's ``top_k_normalized`` over the same matrix,
+  with the int8 sketch the store keeps (what a store search runs) and without
+  (the float32 rows read directly).
 - ``add_many`` sustained rate, batches of 1,000 into the filled store (one
   transaction each, SQLite WAL + synchronous=FULL). Target: at least 2,000
   memories/s. Peer: plain sqlite3 inserting the same rows (msgpack record and
@@ -31,6 +34,7 @@ import msgspec
 import numpy as np
 import pytest
 
+from ctxengine import _core
 from ctxengine.memory import Memory, Scope, SqliteStore
 
 N, DIM, BATCH, FILL_BATCH = 100_000, 384, 1_000, 10_000
@@ -116,6 +120,21 @@ def test_search_ctxengine_sqlite(benchmark, sqlite_store):
 def test_search_numpy_bruteforce(benchmark):
     queries = itertools.cycle(QUERIES)
     benchmark(lambda: numpy_top10(VECTORS, next(queries)))
+
+
+@pytest.mark.benchmark(group="memory search top-10 of 100k x 384 (SQLite)")
+def test_rank_core_top_k_normalized_sketch(benchmark):
+    queries = itertools.cycle(QUERIES)
+    sketch = _core.quantize_rows(VECTORS)
+    idx, _ = _core.top_k_normalized(QUERIES[0], VECTORS, 10, sketch=sketch)
+    np.testing.assert_array_equal(idx, numpy_top10(VECTORS, QUERIES[0]))
+    benchmark(lambda: _core.top_k_normalized(next(queries), VECTORS, 10, sketch=sketch))
+
+
+@pytest.mark.benchmark(group="memory search top-10 of 100k x 384 (SQLite)")
+def test_rank_core_top_k_normalized_float32(benchmark):
+    queries = itertools.cycle(QUERIES)
+    benchmark(lambda: _core.top_k_normalized(next(queries), VECTORS, 10))
 
 
 @pytest.mark.benchmark(group="memory first search after open, 100k x 384 (SQLite)")

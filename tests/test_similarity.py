@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from ctxengine import Bm25, InvalidInputError, InvalidTypeError, cosine_similarity, top_k
+from ctxengine import Bm25, InvalidInputError, InvalidTypeError, _core, cosine_similarity, top_k
 
 
 def numpy_cosine(x, y=None):
@@ -134,3 +134,122 @@ def test_bm25_matches_the_formula() -> None:
     assert list(idx) == list(np.argsort(-np.array(want), kind="stable")[:2])
     assert index.scores("zebra").tolist() == [0.0] * 5
     assert len(Bm25([]).scores("anything")) == 0
+
+
+# --- top_k_normalized / quantize_rows -------------------------------------------------------
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    rows = rows.astype(np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+
+
+def exact_ranking(q: np.ndarray, x: np.ndarray, k: int, valid=None) -> tuple[np.ndarray, np.ndarray]:
+    """The definition: f64 dot products rounded to float32 and clipped, best
+    first, ties to the lower index (a stable sort of the rounded scores)."""
+    scores = np.clip(x.astype(np.float64) @ q.astype(np.float64), -1, 1).astype(np.float32)
+    rows = np.arange(len(x)) if valid is None else np.flatnonzero(valid)
+    order = rows[np.argsort(-scores[rows], kind="stable")][:k]
+    return order, scores[order]
+
+
+def both_paths(q, x, k, valid=None):
+    sketch = _core.quantize_rows(x)
+    return [_core.top_k_normalized(q, x, k, valid=valid, sketch=s) for s in (None, sketch)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3000), st.integers(1, 70), st.integers(0, 40), st.integers(1, 40), st.booleans(), st.data())
+def test_top_k_normalized_equals_the_exact_ranking(n, d, k, distinct, masked, data) -> None:
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    # Rows drawn from `distinct` unit vectors (plus zero rows): many exact ties.
+    base = unit(rng.standard_normal((distinct, d)))
+    base[0] = 0.0 if distinct > 3 else base[0]
+    x = base[rng.integers(0, distinct, n)]
+    q = unit(rng.standard_normal((1, d)))[0]
+    valid = rng.random(n) < 0.7 if masked else None
+    want_idx, want_scores = exact_ranking(q, x, k, valid)
+    for idx, scores in both_paths(q, x, k, valid):
+        np.testing.assert_array_equal(idx, want_idx)
+        np.testing.assert_array_equal(scores, want_scores)
+
+
+def test_top_k_normalized_at_scale_with_the_sketch() -> None:
+    """Random unit rows (the benchmark's shape, fewer rows): the int8 first
+    pass plus exact rescoring gives exactly the float32 ranking. This is a
+    proof, not luck: every row's sketched score carries an error bound
+    (|q| |x - x~| + |q - q~| |x~|, Cauchy-Schwarz), and every row whose upper
+    bound reaches the k-th best lower bound is rescored exactly."""
+    rng = np.random.default_rng(3)
+    x = unit(rng.standard_normal((20_000, 384)))
+    sketch = _core.quantize_rows(x)
+    for q in unit(rng.standard_normal((5, 384))):
+        want_idx, want_scores = exact_ranking(q, x, 10)
+        idx, scores = _core.top_k_normalized(q, x, 10, sketch=sketch)
+        np.testing.assert_array_equal(idx, want_idx)
+        np.testing.assert_array_equal(scores, want_scores)
+        # The numpy formulation the memory store used before agrees to rounding.
+        np.testing.assert_allclose(scores, x[idx] @ q, atol=1e-6)
+    # A query equal to a stored row finds it first with score 1.
+    idx, scores = _core.top_k_normalized(x[1234], x, 3, sketch=sketch)
+    assert idx[0] == 1234 and scores[0] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_quantize_rows_bounds_the_error() -> None:
+    rng = np.random.default_rng(4)
+    x = unit(rng.standard_normal((500, 50)))
+    x[7] = 0.0
+    codes, bounds = _core.quantize_rows(x)
+    assert codes.dtype == np.int8 and codes.shape == x.shape and bounds.shape == (500, 2)
+    error = np.linalg.norm(x - codes * bounds[:, :1], axis=1)
+    assert (error <= bounds[:, 1]).all()
+    assert (bounds[:, 1] < 0.02).all() and bounds[7].tolist() == [0.0, 0.0]
+    # Each row's sketch depends on that row only: pieces concatenate.
+    head, tail = _core.quantize_rows(x[:200]), _core.quantize_rows(x[200:])
+    np.testing.assert_array_equal(np.vstack([head[0], tail[0]]), codes)
+    np.testing.assert_array_equal(np.vstack([head[1], tail[1]]), bounds)
+
+
+def test_top_k_normalized_shapes_and_edges() -> None:
+    rng = np.random.default_rng(5)
+    x = unit(rng.standard_normal((9, 8)))
+    q = unit(rng.standard_normal((2, 8)))
+    idx, scores = _core.top_k_normalized(q, x, 100)
+    assert idx.shape == (2, 9) and scores.dtype == np.float32
+    idx, scores = _core.top_k_normalized(q[0], x, 4)
+    assert idx.shape == (4,) and idx.dtype == np.int64
+    empty = np.zeros((0, 8), np.float32)
+    assert _core.top_k_normalized(q[0], empty, 5)[0].shape == (0,)
+    assert _core.top_k_normalized(q[0], x, 0)[0].shape == (0,)
+    zeros = np.zeros((4, 8), np.float32)
+    idx, scores = _core.top_k_normalized(np.zeros(8, np.float32), zeros, 2)
+    assert idx.tolist() == [0, 1] and scores.tolist() == [0.0, 0.0]
+    x64 = x.astype(np.float64)
+    idx64, scores64 = _core.top_k_normalized(q[0].astype(np.float64), x64, 3)
+    assert scores64.dtype == np.float64
+    np.testing.assert_array_equal(idx64, np.argsort(-(x64 @ q[0].astype(np.float64)), kind="stable")[:3])
+    none = np.zeros(9, dtype=bool)
+    assert _core.top_k_normalized(q[0], x, 3, valid=none)[0].shape == (0,)
+
+
+@pytest.mark.parametrize(
+    ("call", "word"),
+    [
+        (lambda x, s: _core.top_k_normalized(np.array([np.nan, 0, 0, 0], np.float32), x, 2), "query"),
+        (lambda x, s: _core.top_k_normalized(np.ones(4, np.float32), np.where(x > 0.5, np.nan, x), 2), "X["),
+        (lambda x, s: _core.top_k_normalized(np.ones(3, np.float32), x, 2), "query"),
+        (lambda x, s: _core.top_k_normalized(np.ones(4), x, 2), "dtype"),
+        (lambda x, s: _core.top_k_normalized(np.ones(4, np.float32), x, 2, valid=np.ones(3, bool)), "valid"),
+        (lambda x, s: _core.top_k_normalized(np.ones(4, np.float32), x, 2, valid=[1, 0]), "valid"),
+        (lambda x, s: _core.top_k_normalized(np.ones(4, np.float32), x, 2, sketch=(s[0][:5], s[1])), "sketch"),
+        (lambda x, s: _core.top_k_normalized(np.ones(4, np.float32), x, 2, sketch="codes"), "sketch"),
+        (lambda x, s: _core.top_k_normalized(np.ones(4, np.float32), x, -1), "k"),
+        (lambda x, s: _core.quantize_rows(np.where(x > 0.5, np.inf, x)), "X"),
+        (lambda x, s: _core.quantize_rows(x.astype(np.float64)), "float32"),
+    ],
+)
+def test_top_k_normalized_errors(call, word) -> None:
+    x = unit(np.random.default_rng(6).standard_normal((10, 4)))
+    with pytest.raises(InvalidInputError, match=__import__("re").escape(word)):
+        call(x, _core.quantize_rows(x))

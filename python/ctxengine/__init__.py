@@ -32,6 +32,8 @@ from ctxengine._core import (
     select_options,
     spectral_clustering,
     top_k,
+    top_k_normalized,
+    quantize_rows,
     truncate,
 )
 from ctxengine.errors import (
@@ -97,6 +99,8 @@ __all__ = [
     # numeric core
     "cosine_similarity",
     "top_k",
+    "top_k_normalized",
+    "quantize_rows",
     "Bm25",
     "spectral_clustering",
     "segment",

@@ -435,7 +435,7 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
             valid = matrix.expires > now
             if codes is not None:
                 valid &= np.isin(matrix.categories, codes)
-            idx, scores = select_top(matrix.vectors, q, k, None if valid.all() else valid)
+            idx, scores = select_top(matrix.vectors, q, k, None if valid.all() else valid, matrix.sketch)
             keep = [(int(i), float(s)) for i, s in zip(idx, scores) if threshold is None or s >= threshold]
             return self._fetch(cur, matrix, keep)
 

@@ -6,7 +6,11 @@
 //! similarity 0 with everything (never NaN), as in scikit-learn.
 
 pub mod bm25;
+pub mod normalized;
 
+pub use normalized::{quantize_rows, top_k_normalized, Sketch};
+
+use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::{Accum, MatMut, MatRef, Par};
 use ndarray::{Array2, ArrayView2};
 
@@ -75,15 +79,60 @@ fn gram<T: Real>(a: &[T], n: usize, b: &[T], m: usize, d: usize) -> Result<Array
         let par = if n * m * d > 1 << 18 { Par::rayon(0) } else { Par::Seq };
         faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, T::ONE, par);
     }
+    clip_unit(&mut out);
+    Array2::from_shape_vec((n, m), out).map_err(|e| Error::invalid("X", e.to_string()))
+}
+
+/// Clip to [-1, 1]: rounding can leave a unit vector's self-similarity at 1 + 1e-7.
+fn clip_unit<T: Real>(values: &mut [T]) {
     let neg_one = T::from_f64(-1.0);
-    for v in out.iter_mut() {
+    for v in values.iter_mut() {
         if *v > T::ONE {
             *v = T::ONE;
         } else if *v < neg_one {
             *v = neg_one;
         }
     }
-    Array2::from_shape_vec((n, m), out).map_err(|e| Error::invalid("X", e.to_string()))
+}
+
+/// `a a^T` for row-major `a` (n x d): only the lower triangle is multiplied
+/// (half the work of a general product), then mirrored, in tiles so both the
+/// reads and the writes stay in cache.
+fn self_gram<T: Real>(a: &[T], n: usize, d: usize) -> Result<Array2<T>> {
+    let mut out = vec![T::ZERO; n * n];
+    if n > 0 {
+        let lhs = MatRef::from_row_major_slice(a, n, d);
+        let dst = MatMut::from_row_major_slice_mut(&mut out, n, n);
+        let par = if n * n * d > 1 << 19 { Par::rayon(0) } else { Par::Seq };
+        triangular::matmul(
+            dst,
+            BlockStructure::TriangularLower,
+            Accum::Replace,
+            lhs,
+            BlockStructure::Rectangular,
+            lhs.transpose(),
+            BlockStructure::Rectangular,
+            T::ONE,
+            par,
+        );
+        mirror_lower(&mut out, n);
+    }
+    clip_unit(&mut out);
+    Array2::from_shape_vec((n, n), out).map_err(|e| Error::invalid("X", e.to_string()))
+}
+
+/// Copy the strict lower triangle of a row-major n x n matrix onto its upper one.
+fn mirror_lower<T: Copy>(m: &mut [T], n: usize) {
+    const TILE: usize = 64;
+    for bi in (0..n).step_by(TILE) {
+        for bj in (bi..n).step_by(TILE) {
+            for i in bi..(bi + TILE).min(n) {
+                for j in bj.max(i + 1)..(bj + TILE).min(n) {
+                    m[i * n + j] = m[j * n + i];
+                }
+            }
+        }
+    }
 }
 
 /// Cosine similarity of every row of `x` with every row of `y` (or of `x`).
@@ -91,7 +140,7 @@ pub fn cosine<T: Real>(x: ArrayView2<T>, y: Option<ArrayView2<T>>) -> Result<Arr
     check_matrix(&x, "X")?;
     let xn = normalized_rows(x, "X")?;
     match y {
-        None => gram(&xn, x.nrows(), &xn, x.nrows(), x.ncols()),
+        None => self_gram(&xn, x.nrows(), x.ncols()),
         Some(y) => {
             check_matrix(&y, "Y")?;
             if y.ncols() != x.ncols() {

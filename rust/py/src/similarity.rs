@@ -3,7 +3,7 @@
 //! than silently converted; plain lists become float64.
 
 use ctxengine_core::similarity::{self, bm25};
-use numpy::{IntoPyArray, PyReadonlyArray2};
+use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -127,6 +127,85 @@ fn top_k<'py>(py: Python<'py>, query: &Bound<'py, PyAny>, X: &Bound<'py, PyAny>,
     PyTuple::new(py, [indices, scores])
 }
 
+/// An optional 1-D bool mask argument (one entry per row of X).
+fn bool_mask<'py>(obj: Option<&Bound<'py, PyAny>>, argument: &str) -> PyResult<Option<PyReadonlyArray1<'py, bool>>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else { return Ok(None) };
+    obj.extract::<PyReadonlyArray1<'py, bool>>().map(Some).map_err(|_| {
+        InvalidInputError::new_err(format!(
+            "{argument}: expected a 1-D numpy bool array with one entry per row of X (e.g. numpy.asarray({argument}, dtype=bool))"
+        ))
+    })
+}
+
+/// The `(codes, bounds)` pair `quantize_rows` returns.
+type SketchArrays<'py> = (PyReadonlyArray2<'py, i8>, PyReadonlyArray2<'py, f32>);
+
+fn sketch_arrays<'py>(obj: Option<&Bound<'py, PyAny>>) -> PyResult<Option<SketchArrays<'py>>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else { return Ok(None) };
+    obj.extract::<SketchArrays<'py>>().map(Some).map_err(|_| {
+        InvalidInputError::new_err(
+            "sketch: expected the (codes, bounds) pair quantize_rows(X) returns (int8 (n, d), float32 (n, 2))",
+        )
+    })
+}
+
+/// The k rows of already unit-length X with the largest dot product with
+/// the query: the cosine ranking without renormalising or copying X.
+#[pyfunction]
+#[pyo3(signature = (query, X, k, *, valid = None, sketch = None))]
+#[allow(non_snake_case)]
+fn top_k_normalized<'py>(
+    py: Python<'py>,
+    query: &Bound<'py, PyAny>,
+    X: &Bound<'py, PyAny>,
+    k: &Bound<'py, PyAny>,
+    valid: Option<&Bound<'py, PyAny>>,
+    sketch: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let k = non_negative("k", k)?;
+    let single = py.import("numpy")?.call_method1("ndim", (query,))?.extract::<usize>()? == 1;
+    let q = matrix(query, "query", true)?;
+    let x = matrix(X, "X", false)?;
+    same_dtype(&q, &x).map_err(|_| InvalidInputError::new_err(format!("query: dtype {} differs from X's {}", q.dtype(), x.dtype())))?;
+    let valid = bool_mask(valid, "valid")?;
+    let sketch = sketch_arrays(sketch)?;
+    let valid_view = valid.as_ref().map(|v| v.as_array());
+    let sketch_view = sketch.as_ref().map(|(c, b)| similarity::Sketch { codes: c.as_array(), bounds: b.as_array() });
+    let (indices, scores) = match (q, x) {
+        (Matrix::F32(q), Matrix::F32(x)) => {
+            let (qv, xv) = (q.as_array(), x.as_array());
+            let (i, s) = py.detach(|| similarity::top_k_normalized(qv, xv, k, valid_view, sketch_view)).map_err(py_err)?;
+            (i.into_pyarray(py).into_any(), s.into_pyarray(py).into_any())
+        }
+        (Matrix::F64(q), Matrix::F64(x)) => {
+            let (qv, xv) = (q.as_array(), x.as_array());
+            let (i, s) = py.detach(|| similarity::top_k_normalized(qv, xv, k, valid_view, sketch_view)).map_err(py_err)?;
+            (i.into_pyarray(py).into_any(), s.into_pyarray(py).into_any())
+        }
+        _ => return Err(InvalidInputError::new_err("query: dtype differs from X's")),
+    };
+    if single {
+        return PyTuple::new(py, [indices.call_method1("reshape", (-1,))?, scores.call_method1("reshape", (-1,))?]);
+    }
+    PyTuple::new(py, [indices, scores])
+}
+
+/// The int8 sketch of float32 rows that `top_k_normalized(..., sketch=)` reads.
+#[pyfunction]
+#[pyo3(signature = (X))]
+#[allow(non_snake_case)]
+fn quantize_rows<'py>(py: Python<'py>, X: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+    let x = match matrix(X, "X", false)? {
+        Matrix::F32(x) => x,
+        Matrix::F64(_) => {
+            return Err(InvalidInputError::new_err("X: quantize_rows takes float32 rows; pass X.astype(numpy.float32)"))
+        }
+    };
+    let xv = x.as_array();
+    let (codes, bounds) = py.detach(|| similarity::quantize_rows(xv)).map_err(py_err)?;
+    PyTuple::new(py, [codes.into_pyarray(py).into_any(), bounds.into_pyarray(py).into_any()])
+}
+
 /// A BM25 index over a list of texts.
 #[pyclass(module = "ctxengine._core", name = "Bm25", frozen)]
 struct PyBm25 {
@@ -180,6 +259,8 @@ impl PyBm25 {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cosine_similarity, m)?)?;
     m.add_function(wrap_pyfunction!(top_k, m)?)?;
+    m.add_function(wrap_pyfunction!(top_k_normalized, m)?)?;
+    m.add_function(wrap_pyfunction!(quantize_rows, m)?)?;
     m.add_class::<PyBm25>()?;
     Ok(())
 }
