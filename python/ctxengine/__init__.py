@@ -11,8 +11,7 @@ so `import ctxengine` stays light for a script that only counts tokens.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ctxengine._core import (
     Bm25,
@@ -36,6 +35,7 @@ from ctxengine._core import (
     quantize_rows,
     truncate,
 )
+from ctxengine._lazy import lazy_attributes
 from ctxengine.errors import (
     BudgetError,
     CtxEngineError,
@@ -125,17 +125,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ctxengine' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from ctxengine.plan import KEEP, Plan, choose_strategy, hard_protected, plan_ite
 from ctxengine.render import render
 from ctxengine.scoring import score_items
 from ctxengine.summarize import BaseSummarizer, Summarizer
-from ctxengine.tokens import REPLY_PRIMING, count_messages, get_tokenizer
+from ctxengine.tokens import REPLY_PRIMING, get_tokenizer
 from ctxengine.types import ContextResult, Item, Report
 
 __all__ = ["ContextEngine", "HeadTailSummarizer"]
@@ -124,7 +124,7 @@ class ContextEngine:
             items = compacted
         lap("plan")
         out, tokens, results = render(
-            items, plan, scores, layers, budget, self.tokenizer, self.summarizer, query, self.cache, edits
+            items, plan, scores, layers, budget, self.tokenizer, self.summarizer, self.cache, edits
         )
         lap("render")
         self._archive_changed(items, results)
@@ -146,7 +146,9 @@ class ContextEngine:
         return copy.deepcopy(self._archive[item_id])
 
     def count(self, messages: Sequence[dict[str, Any]]) -> int:
-        return count_messages([it.message for it in parse_messages(messages, self.tokenizer)], tokenizer=self.tokenizer)
+        """`count_messages(messages)` with the engine's tokenizer (per-message
+        costs add up, and messages counted before come from the cache)."""
+        return REPLY_PRIMING + sum(it.tokens for it in parse_messages(messages, self.tokenizer, cache=self.cache))
 
     def should_compact(self, messages: Sequence[dict[str, Any]]) -> bool:
         """True once the messages take more than `compact_threshold` of the model's window."""

@@ -30,12 +30,11 @@ def render(
     budget: int,
     tokenizer: Tokenizer,
     summarizer: Summarizer,
-    query: str,
     cache: EngineCache | None = None,
     edits: dict[int, Edit] | None = None,
 ) -> tuple[list[dict[str, Any]], int, list[ItemResult]]:
     cache = EngineCache() if cache is None else cache
-    contents = _summaries(items, plan, summarizer, query, cache)
+    contents = _summaries(items, plan, summarizer, cache)
     for i, it in enumerate(items):
         if plan.choices[i] == CLEAR:
             contents[i] = placeholder(it)
@@ -79,7 +78,7 @@ def render(
 
 
 def _summaries(
-    items: Sequence[Item], plan: Plan, summarizer: Summarizer, query: str, cache: EngineCache
+    items: Sequence[Item], plan: Plan, summarizer: Summarizer, cache: EngineCache
 ) -> dict[int, str]:
     """Summaries of the planned items; a (text, target) pair summarised before is
     taken from `cache` (keyed by content hash), so a conversation that grows by a
@@ -102,13 +101,14 @@ def _chunk_summaries(
 ) -> dict[int, dict[str, Any]]:
     """One system message per summarised chunk, keyed by the chunk's first
     index. Level 2 summarises the level-1 summary; both are cached."""
-    first = _cached_summaries([(c.text, c.targets[0]) for c in chunks if c.level], summarizer, cache)
-    level1 = dict(zip([id(c) for c in chunks if c.level], first))
-    second = _cached_summaries([(level1[id(c)], c.targets[1]) for c in chunks if c.level == 2], summarizer, cache)
-    level2 = dict(zip([id(c) for c in chunks if c.level == 2], second))
+    active = [c for c in chunks if c.level]
+    texts = _cached_summaries([(c.text, c.targets[0]) for c in active], summarizer, cache)
+    deeper = [k for k, c in enumerate(active) if c.level == 2]
+    for k, text in zip(deeper, _cached_summaries([(texts[k], active[k].targets[1]) for k in deeper], summarizer, cache)):
+        texts[k] = text
     return {
-        c.indices[0]: {"role": "system", "content": chunk_marker(c, items, c.level) + (level2 if c.level == 2 else level1)[id(c)]}
-        for c in chunks if c.level
+        c.indices[0]: {"role": "system", "content": chunk_marker(c, items, c.level) + text}
+        for c, text in zip(active, texts)
     }
 
 
