@@ -352,6 +352,38 @@ def test_semantic_layer_uses_the_embedder() -> None:
     assert res.items[5].layers["semantic"] == 1.0 and lexical.items[5].layers["semantic"] == 0.0
 
 
+def test_semantic_layer_takes_the_stronger_of_lexical_and_dense() -> None:
+    """A paraphrase the dense signal finds ranks with the best lexical hit,
+    however many messages BM25 matches (max of the standardised scores, not
+    their sum)."""
+    import numpy as np
+
+    from ctxengine.scoring import semantic_layer
+
+    class Marker:
+        def encode(self, texts):
+            return np.array([[1.0, 0.0] if "physician" in t or "doctors" in t else [0.0, 1.0] for t in texts], np.float32)
+
+    texts = [f"we visited the park number {i}" for i in range(30)]
+    texts[3] = "we visited the museum and many different doctors about cats"  # the lexical best
+    texts[7] = "my physician prescribed a nasal spray"  # no query term
+    sem = semantic_layer(texts, "how many different doctors did I visit", Marker())
+    assert sem[3] == 1.0 and sem[7] >= 0.5 * sem.max()
+    assert sem[7] > max(sem[i] for i in range(30) if i not in (3, 7))
+
+
+def test_intent_layer_favours_the_assistant_for_recall_questions() -> None:
+    from ctxengine.conversation import parse_messages
+    from ctxengine.scoring import intent_layer
+
+    items = parse_messages([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], ENGINE.tokenizer)
+    recall = intent_layer(items, "Can you remind me of the name of the restaurant I asked about?")
+    about_me = intent_layer(items, "Remind me to call my sister; where did I say she lives?")
+    said = intent_layer(items, "In our previous conversation, which apps did I ask about?")
+    assert list(recall) == [0.5, 1.0] and list(said) == [0.5, 1.0]
+    assert list(about_me) == [1.0, 0.5]
+
+
 def test_neighbour_expansion_pulls_in_the_question_a_kept_answer_replies_to() -> None:
     from ctxengine.config import DEFAULT_WEIGHTS
 
