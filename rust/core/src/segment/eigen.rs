@@ -15,6 +15,7 @@
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatRef, Par, Side};
+use rayon::prelude::*;
 
 use super::matrix::Real;
 use crate::{Error, Result};
@@ -25,9 +26,12 @@ const MAX_CYCLES: usize = 60;
 /// Matrices up to this size are decomposed densely (cheaper than iterating).
 const DENSE_MAX: usize = 48;
 
-/// `y = D^-1/2 A0 D^-1/2 x` with A0 kept in its input precision `E`.
+/// `y = D^-1/2 A0 D^-1/2 x` where A0 is `a` without its diagonal, `a` kept
+/// in precision `E` (often the caller's array itself, read in place: the
+/// diagonal is subtracted after the product rather than zeroed in a copy).
 pub(crate) struct Operator<'a, E> {
-    pub a0: &'a [E],
+    pub a: &'a [E],
+    pub diag: &'a [f64],
     pub n: usize,
     pub dinv: &'a [f64],
 }
@@ -45,14 +49,17 @@ impl<E: Real> Operator<'_, E> {
             }
         }
         let mut y = vec![0.0f64; n * chunks * LANES];
-        product(self.a0, n, &xs, chunks, &mut y);
+        product(self.a, n, &xs, chunks, &mut y);
         let width = chunks * LANES;
-        Mat::from_fn(n, b, |i, c| self.dinv[i] * y[i * width + c])
+        Mat::from_fn(n, b, |i, c| {
+            let own = xs[(c / LANES) * n * LANES + i * LANES + c % LANES];
+            self.dinv[i] * (y[i * width + c] - self.diag[i] * own)
+        })
     }
 
     fn dense(&self) -> Mat<f64> {
         let n = self.n;
-        Mat::from_fn(n, n, |i, j| self.dinv[i] * self.a0[i * n + j].to_f64() * self.dinv[j])
+        Mat::from_fn(n, n, |i, j| if i == j { 0.0 } else { self.dinv[i] * self.a[i * n + j].to_f64() * self.dinv[j] })
     }
 }
 
@@ -66,6 +73,23 @@ const LANES: usize = 8;
 /// row of A once, 4 rows at a time against 8 columns kept in registers,
 /// accumulating in float64 even when A is stored in float32.
 fn product<E: Real>(a: &[E], n: usize, xs: &[f64], chunks: usize, y: &mut [f64]) {
+    let width = chunks * LANES;
+    let rows = |(a, y): (&[E], &mut [f64])| product_rows(a, n, xs, chunks, y);
+    if n >= PARALLEL_FROM {
+        // Memory-bound at this size: both cores stream their half of A.
+        a.par_chunks(PARALLEL_ROWS * n).zip(y.par_chunks_mut(PARALLEL_ROWS * width)).for_each(rows);
+    } else {
+        rows((a, y));
+    }
+}
+
+/// From this size the product runs on rayon's threads, in row blocks.
+const PARALLEL_FROM: usize = 256;
+const PARALLEL_ROWS: usize = 32;
+
+/// `product` over the rows of `a` given (a multiple of n entries), into the
+/// same rows of `y`.
+fn product_rows<E: Real>(a: &[E], n: usize, xs: &[f64], chunks: usize, y: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
@@ -75,17 +99,19 @@ fn product<E: Real>(a: &[E], n: usize, xs: &[f64], chunks: usize, y: &mut [f64])
             return;
         }
     }
-    product_kernel(a, n, xs, chunks, y);
+    product_kernel::<E, false>(a, n, xs, chunks, y);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn product_avx2<E: Real>(a: &[E], n: usize, xs: &[f64], chunks: usize, y: &mut [f64]) {
-    product_kernel(a, n, xs, chunks, y);
+    product_kernel::<E, true>(a, n, xs, chunks, y);
 }
 
+/// `FUSED`: multiply-adds as single FMA instructions (compiled only where
+/// the CPU has them; elsewhere `mul_add` would be a slow library call).
 #[inline(always)]
-fn product_kernel<E: Real>(a: &[E], n: usize, xs: &[f64], chunks: usize, y: &mut [f64]) {
+fn product_kernel<E: Real, const FUSED: bool>(a: &[E], n: usize, xs: &[f64], chunks: usize, y: &mut [f64]) {
     let width = chunks * LANES;
     let rows = a.len() / n;
     let mut i = 0;
@@ -100,7 +126,7 @@ fn product_kernel<E: Real>(a: &[E], n: usize, xs: &[f64], chunks: usize, y: &mut
                 let v = [v0.to_f64(), v1.to_f64(), v2.to_f64(), v3.to_f64()];
                 for r in 0..4 {
                     for l in 0..LANES {
-                        acc[r][l] += v[r] * xr[l];
+                        acc[r][l] = multiply_add::<FUSED>(v[r], xr[l], acc[r][l]);
                     }
                 }
             }
@@ -118,11 +144,20 @@ fn product_kernel<E: Real>(a: &[E], n: usize, xs: &[f64], chunks: usize, y: &mut
             for (xr, v0) in xc.chunks_exact(LANES).zip(r0) {
                 let v0 = v0.to_f64();
                 for (s, x) in acc.iter_mut().zip(xr) {
-                    *s += v0 * x;
+                    *s = multiply_add::<FUSED>(v0, *x, *s);
                 }
             }
             y[i * width + c * LANES..i * width + (c + 1) * LANES].copy_from_slice(&acc);
         }
+    }
+}
+
+#[inline(always)]
+fn multiply_add<const FUSED: bool>(a: f64, b: f64, c: f64) -> f64 {
+    if FUSED {
+        a.mul_add(b, c)
+    } else {
+        a * b + c
     }
 }
 
@@ -214,12 +249,15 @@ pub(crate) fn top_eigenvectors<E: Real>(op: &Operator<'_, E>, k: usize, start: &
                 }
                 r2.sqrt() <= tol
             });
-            let take = if converged { k } else { b };
-            let top = Mat::<f64>::from_fn(m, take, |r, t| vectors[(r, m - 1 - t)]);
-            ritz = Mat::zeros(n, take);
-            matmul(ritz.as_mut(), Accum::Replace, basis.subcols(0, m), top.as_ref(), 1.0, Par::Seq);
-            if converged {
-                return Ok(ritz);
+            // Ritz vectors are formed only when returned or restarted from.
+            if converged || j + 1 == steps {
+                let take = if converged { k } else { b };
+                let top = Mat::<f64>::from_fn(m, take, |r, t| vectors[(r, m - 1 - t)]);
+                ritz = Mat::zeros(n, take);
+                matmul(ritz.as_mut(), Accum::Replace, basis.subcols(0, m), top.as_ref(), 1.0, Par::Seq);
+                if converged {
+                    return Ok(ritz);
+                }
             }
             if j + 1 < steps {
                 for r in 0..b {
@@ -248,11 +286,21 @@ fn dense_top<E: Real>(op: &Operator<'_, E>, k: usize) -> Result<Mat<f64>> {
 }
 
 fn norm(x: &[f64]) -> f64 {
-    x.iter().map(|v| v * v).sum::<f64>().sqrt()
+    dot(x, x).sqrt()
 }
 
+/// In four independent accumulators: a single running sum is bound by the
+/// add latency, and these dots are most of the orthogonalisation.
 fn dot(x: &[f64], y: &[f64]) -> f64 {
-    x.iter().zip(y).map(|(a, b)| a * b).sum()
+    let mut acc = [0.0f64; 4];
+    let (xc, yc) = (x.chunks_exact(4), y.chunks_exact(4));
+    let tail: f64 = xc.remainder().iter().zip(yc.remainder()).map(|(a, b)| a * b).sum();
+    for (a, b) in xc.zip(yc) {
+        for l in 0..4 {
+            acc[l] += a[l] * b[l];
+        }
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
 
 fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
@@ -270,8 +318,9 @@ fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
 fn orthonormalize(w: &mut Mat<f64>, q: MatRef<'_, f64>, norms: &[f64], stream: &mut Stream) -> Mat<f64> {
     let (n, b) = (w.nrows(), w.ncols());
     let mut coupling = Mat::<f64>::zeros(b, b);
+    let mut col = vec![0.0f64; n];
     for c in 0..b {
-        let mut col = w.col_as_slice(c).to_vec();
+        col.copy_from_slice(w.col_as_slice(c));
         for _ in 0..2 {
             for p in 0..c {
                 let r = dot(w.col_as_slice(p), &col);

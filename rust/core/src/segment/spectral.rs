@@ -5,6 +5,8 @@
 //! `cluster_qr` from `sklearn/cluster/_spectral.py`, including the random
 //! stream `random_state=seed` would give, so labels agree with it.
 
+use std::any::TypeId;
+
 use faer::Mat;
 use ndarray::ArrayView2;
 
@@ -36,10 +38,12 @@ impl AssignLabels {
     }
 }
 
-/// Eigenvector residual tolerances: float64 products are accurate enough for
-/// a tight bound; float32 products bottom out near 1e-7.
-const TOL_F64: f64 = 1e-5;
-const TOL_F32: f64 = 1e-5;
+/// Eigenvector residual tolerance (`||M u - theta u||`, with `||M|| <= 1`).
+/// An eigenvector is then off by about tol / gap: 1e-4 against a gap of
+/// 0.1 moves each embedding coordinate by ~1e-3 of its spread, far below
+/// what changes a label, and a block Krylov step typically divides the
+/// residual by ~100, so this saves a product with the matrix over 1e-5.
+const TOL: f64 = 1e-4;
 /// From this size on, float64 input is multiplied in float32: the products
 /// are memory-bound, halving the bytes read halves their time, and the
 /// eigenvectors stay accurate to ~1e-5, far below what moves a label.
@@ -62,9 +66,9 @@ pub fn spectral_clustering<T: Real>(
     let (rows, _) = affinity.dim();
     let in_f32 = T::NAME == "float32" || rows >= FLOAT32_FROM;
     if in_f32 {
-        cluster::<T, f32>(affinity, n_clusters, assign, seed, TOL_F32)
+        cluster::<T, f32>(affinity, n_clusters, assign, seed, TOL)
     } else {
-        cluster::<T, f64>(affinity, n_clusters, assign, seed, TOL_F64)
+        cluster::<T, f64>(affinity, n_clusters, assign, seed, TOL)
     }
 }
 
@@ -76,10 +80,16 @@ fn cluster<T: Real, E: Real>(
     tol: f64,
 ) -> Result<Vec<i64>> {
     let rows = square_size(&affinity, "affinity")?;
-    let mut a0 = vec![E::from_f64(0.0); rows * rows];
+    // The operator reads the caller's array in place when it is contiguous
+    // and already in the working precision; otherwise a converted copy.
+    let in_place = in_precision::<T, E>(&affinity);
+    let mut copy = if in_place.is_some() { Vec::new() } else { vec![E::from_f64(0.0); rows * rows] };
     let mut degree = vec![0.0f64; rows];
-    let mut slots: Vec<(&mut [E], &mut f64)> = a0.chunks_mut(rows).zip(degree.iter_mut()).collect();
-    let n = scan_square(&affinity, "affinity", &mut slots, |i, row, (out, degree)| {
+    let mut diag = vec![0.0f64; rows];
+    let mut copy_rows = copy.chunks_mut(rows.max(1));
+    let mut slots: Vec<(Option<&mut [E]>, &mut f64, &mut f64)> =
+        degree.iter_mut().zip(diag.iter_mut()).map(|(d, g)| (copy_rows.next(), d, g)).collect();
+    let n = scan_square(&affinity, "affinity", &mut slots, |i, row, (out, degree, diag)| {
         let (lowest, _) = min_max_lanes(row);
         if lowest < 0.0 {
             let j = row.iter().position(|&v| v < 0.0).unwrap_or(0);
@@ -91,11 +101,13 @@ fn cluster<T: Real, E: Real>(
                 ),
             ));
         }
-        for (o, &v) in out.iter_mut().zip(row) {
-            *o = E::from_f64(v);
+        if let Some(out) = out {
+            for (o, &v) in out.iter_mut().zip(row) {
+                *o = E::from_f64(v);
+            }
         }
         // The diagonal is ignored (csgraph_laplacian zeroes it).
-        out[i] = E::from_f64(0.0);
+        **diag = row[i];
         **degree = sum_lanes(row, |x| x) - row[i];
         Ok(())
     })?;
@@ -113,9 +125,10 @@ fn cluster<T: Real, E: Real>(
     let sqrt_degree: Vec<f64> = degree.iter().map(|d| d.sqrt()).collect();
     let scale: Vec<f64> = sqrt_degree.iter().map(|&s| if s > 0.0 { s } else { 1.0 }).collect();
     let dinv: Vec<f64> = scale.iter().map(|s| 1.0 / s).collect();
-    let op = Operator { a0: &a0, n, dinv: &dinv };
+    let a = in_place.unwrap_or(&copy);
+    let op = Operator { a, diag: &diag, n, dinv: &dinv };
     let vectors = top_eigenvectors(&op, n_clusters, &sqrt_degree, tol)?;
-    drop(a0);
+    drop(copy);
 
     let k = n_clusters;
     // embedding = eigenvectors / dd, one row per item.
@@ -130,6 +143,18 @@ fn cluster<T: Real, E: Real>(
         AssignLabels::ClusterQr => cluster_qr(&maps, n, k)?,
     };
     Ok(labels.into_iter().map(|l| l as i64).collect())
+}
+
+/// The affinity's entries as a row-major `&[E]` when they are that already
+/// (contiguous, and `T` is `E`), so no copy is made.
+fn in_precision<'a, T: Real, E: Real>(affinity: &ArrayView2<'a, T>) -> Option<&'a [E]> {
+    if TypeId::of::<T>() != TypeId::of::<E>() {
+        return None;
+    }
+    let data: &'a [T] = affinity.to_slice()?;
+    // SAFETY: T and E are the same type (checked above), so the slice is
+    // reinterpreted as itself: same pointer, length and lifetime.
+    Some(unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<E>(), data.len()) })
 }
 
 /// `_deterministic_vector_sign_flip`: each eigenvector's largest-magnitude
