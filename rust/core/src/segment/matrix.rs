@@ -114,7 +114,7 @@ pub(crate) fn scan_square<T: Real, R: Send>(
 const FAST_ROWS: usize = 64;
 const FAST_COLS: usize = 32;
 /// From this size the steps of the fast scan run on rayon's threads.
-const PARALLEL_ROWS: usize = 512;
+const PARALLEL_ROWS: usize = 256;
 
 /// The common case, symmetric input, in one pass (no transposed copy of
 /// the matrix): per step of FAST_ROWS rows, a branch-free symmetry check of
