@@ -12,7 +12,7 @@ pub use normalized::{quantize_rows, top_k_normalized, Sketch};
 
 use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::{Accum, MatMut, MatRef, Par};
-use ndarray::{Array2, ArrayView2};
+use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 use rayon::prelude::*;
 
 use crate::{Error, Result};
@@ -92,20 +92,18 @@ fn check_matrix<T>(x: &ArrayView2<T>, argument: &str) -> Result<()> {
     Ok(())
 }
 
-/// `a (n x d) * b (m x d)^T` into a new row-major `n x m` matrix, with values
+/// `a (n x d) * b (m x d)^T` into the row-major `n x m` `out`, with values
 /// clipped to [-1, 1] (rounding can leave a unit vector's self-similarity at
 /// 1 + 1e-7).
-fn gram<T: Real>(a: &[T], n: usize, b: &[T], m: usize, d: usize) -> Result<Array2<T>> {
-    let mut out = vec![T::ZERO; n * m];
+fn gram<T: Real>(a: &[T], n: usize, b: &[T], m: usize, d: usize, out: &mut [T]) {
     if n > 0 && m > 0 {
         let lhs = MatRef::from_row_major_slice(a, n, d);
         let rhs = MatRef::from_row_major_slice(b, m, d).transpose();
-        let dst = MatMut::from_row_major_slice_mut(&mut out, n, m);
+        let dst = MatMut::from_row_major_slice_mut(out, n, m);
         let par = if n * m * d > 1 << 18 { Par::rayon(0) } else { Par::Seq };
         faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, T::ONE, par);
     }
-    clip_unit(&mut out);
-    Array2::from_shape_vec((n, m), out).map_err(|e| Error::invalid("X", e.to_string()))
+    clip_unit(out);
 }
 
 /// Clip to [-1, 1]: rounding can leave a unit vector's self-similarity at 1 + 1e-7.
@@ -120,13 +118,13 @@ fn clip_unit<T: Real>(values: &mut [T]) {
     }
 }
 
-/// `a a^T` for row-major `a` (n x d): only the lower triangle is multiplied
-/// (half the work of a general product), then clipped and mirrored.
-fn self_gram<T: Real>(a: &[T], n: usize, d: usize) -> Result<Array2<T>> {
-    let mut out = vec![T::ZERO; n * n];
+/// `a a^T` for row-major `a` (n x d) into the row-major `n x n` `out`: only
+/// the lower triangle is multiplied (half the work of a general product),
+/// then clipped and mirrored.
+fn self_gram<T: Real>(a: &[T], n: usize, d: usize, out: &mut [T]) {
     if n > 0 {
         let lhs = MatRef::from_row_major_slice(a, n, d);
-        let dst = MatMut::from_row_major_slice_mut(&mut out, n, n);
+        let dst = MatMut::from_row_major_slice_mut(out, n, n);
         let par = if n * n * d > 1 << 19 { Par::rayon(0) } else { Par::Seq };
         triangular::matmul(
             dst,
@@ -139,9 +137,8 @@ fn self_gram<T: Real>(a: &[T], n: usize, d: usize) -> Result<Array2<T>> {
             T::ONE,
             par,
         );
-        clip_and_mirror_lower(&mut out, n);
+        clip_and_mirror_lower(out, n);
     }
-    Array2::from_shape_vec((n, n), out).map_err(|e| Error::invalid("X", e.to_string()))
 }
 
 /// Clips the lower triangle of a row-major n x n matrix to [-1, 1] and
@@ -195,19 +192,37 @@ impl<T> SharedMut<T> {
 
 /// Cosine similarity of every row of `x` with every row of `y` (or of `x`).
 pub fn cosine<T: Real>(x: ArrayView2<T>, y: Option<ArrayView2<T>>) -> Result<Array2<T>> {
+    let rows = y.as_ref().map_or(x.nrows(), |y| y.nrows());
+    let mut out = Array2::from_elem((x.nrows(), rows), T::ZERO);
+    cosine_into(x, y, out.view_mut())?;
+    Ok(out)
+}
+
+/// `cosine` into a caller's C-contiguous `out` of shape (rows of x, rows of
+/// y or x): every entry is written. Lets the Python binding hand over a
+/// numpy-allocated array (numpy asks the kernel for huge pages on large
+/// arrays; faulting in 16 MB of 4 KiB pages costs milliseconds).
+pub fn cosine_into<T: Real>(x: ArrayView2<T>, y: Option<ArrayView2<T>>, mut out: ArrayViewMut2<T>) -> Result<()> {
     check_matrix(&x, "X")?;
-    let xn = normalized_rows(x, "X")?;
-    match y {
-        None => self_gram(&xn, x.nrows(), x.ncols()),
-        Some(y) => {
-            check_matrix(&y, "Y")?;
-            if y.ncols() != x.ncols() {
-                return Err(Error::invalid("Y", format!("has {} columns but X has {}; both must embed into the same space", y.ncols(), x.ncols())));
-            }
-            let yn = normalized_rows(y, "Y")?;
-            gram(&xn, x.nrows(), &yn, y.nrows(), x.ncols())
+    if let Some(y) = &y {
+        check_matrix(y, "Y")?;
+        if y.ncols() != x.ncols() {
+            return Err(Error::invalid("Y", format!("has {} columns but X has {}; both must embed into the same space", y.ncols(), x.ncols())));
         }
     }
+    let shape = (x.nrows(), y.as_ref().map_or(x.nrows(), |y| y.nrows()));
+    if out.dim() != shape {
+        return Err(Error::invalid("out", format!("has shape {:?}, expected {shape:?}", out.dim())));
+    }
+    let Some(out) = out.as_slice_mut() else {
+        return Err(Error::invalid("out", "must be C-contiguous"));
+    };
+    let xn = normalized_rows(x, "X")?;
+    match y {
+        None => self_gram(&xn, shape.0, x.ncols(), out),
+        Some(y) => gram(&xn, shape.0, &normalized_rows(y, "Y")?, shape.1, x.ncols(), out),
+    }
+    Ok(())
 }
 
 /// For each query row, the indices of the `k` rows of `x` most similar to it

@@ -3,7 +3,7 @@
 //! than silently converted; plain lists become float64.
 
 use ctxengine_core::similarity::{self, bm25};
-use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
+use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -82,8 +82,13 @@ fn cosine_similarity<'py>(py: Python<'py>, X: &Bound<'py, PyAny>, Y: Option<&Bou
                 _ => None,
             };
             let (xv, yv) = (x.as_array(), y.as_ref().map(|y| y.as_array()));
-            let out = py.detach(|| similarity::cosine(xv, yv)).map_err(py_err)?;
-            Ok(out.into_pyarray(py).into_any())
+            // The result is allocated by numpy (see `cosine_into`).
+            let out = PyArray2::zeros(py, [xv.nrows(), yv.as_ref().map_or(xv.nrows(), |y| y.nrows())], false);
+            let mut rw = out.readwrite();
+            let view = rw.as_array_mut();
+            py.detach(|| similarity::cosine_into(xv, yv, view)).map_err(py_err)?;
+            drop(rw);
+            Ok(out.into_any())
         }
         (Matrix::F64(x), y) => {
             let y = match y {
@@ -91,8 +96,13 @@ fn cosine_similarity<'py>(py: Python<'py>, X: &Bound<'py, PyAny>, Y: Option<&Bou
                 _ => None,
             };
             let (xv, yv) = (x.as_array(), y.as_ref().map(|y| y.as_array()));
-            let out = py.detach(|| similarity::cosine(xv, yv)).map_err(py_err)?;
-            Ok(out.into_pyarray(py).into_any())
+            // The result is allocated by numpy (see `cosine_into`).
+            let out = PyArray2::zeros(py, [xv.nrows(), yv.as_ref().map_or(xv.nrows(), |y| y.nrows())], false);
+            let mut rw = out.readwrite();
+            let view = rw.as_array_mut();
+            py.detach(|| similarity::cosine_into(xv, yv, view)).map_err(py_err)?;
+            drop(rw);
+            Ok(out.into_any())
         }
     }
 }
