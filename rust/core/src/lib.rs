@@ -8,6 +8,7 @@ pub mod budget;
 pub mod decay;
 pub mod error;
 pub mod knapsack;
+mod pool;
 pub mod segment;
 pub mod similarity;
 pub mod static_embed;

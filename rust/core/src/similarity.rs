@@ -217,12 +217,16 @@ pub fn cosine_into<T: Real>(x: ArrayView2<T>, y: Option<ArrayView2<T>>, mut out:
     let Some(out) = out.as_slice_mut() else {
         return Err(Error::invalid("out", "must be C-contiguous"));
     };
-    let xn = normalized_rows(x, "X")?;
-    match y {
-        None => self_gram(&xn, shape.0, x.ncols(), out),
-        Some(y) => gram(&xn, shape.0, &normalized_rows(y, "Y")?, shape.1, x.ncols(), out),
-    }
-    Ok(())
+    // Normalisation, product and clip-and-mirror are parallel passes.
+    let parallel = shape.0 * shape.1 * x.ncols() > 1 << 18;
+    crate::pool::on_pool_if(parallel, || {
+        let xn = normalized_rows(x, "X")?;
+        match y {
+            None => self_gram(&xn, shape.0, x.ncols(), out),
+            Some(y) => gram(&xn, shape.0, &normalized_rows(y, "Y")?, shape.1, x.ncols(), out),
+        }
+        Ok(())
+    })
 }
 
 /// For each query row, the indices of the `k` rows of `x` most similar to it

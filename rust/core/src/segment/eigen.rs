@@ -84,7 +84,7 @@ fn product<E: Real>(a: &[E], n: usize, xs: &[f64], chunks: usize, y: &mut [f64])
 }
 
 /// From this size the product runs on rayon's threads, in row blocks.
-const PARALLEL_FROM: usize = 256;
+pub(crate) const PARALLEL_FROM: usize = 256;
 const PARALLEL_ROWS: usize = 32;
 
 /// `product` over the rows of `a` given (a multiple of n entries), into the

@@ -41,6 +41,16 @@ impl Real for f64 {
 
 const BLOCK: usize = 128;
 
+/// `values` as float64 when they are that already (T is f64), without a copy.
+#[inline(always)]
+fn as_f64<T: Real>(values: &[T]) -> Option<&[f64]> {
+    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f64>() {
+        return None;
+    }
+    // SAFETY: T is f64 (checked above): the slice is reinterpreted as itself.
+    Some(unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<f64>(), values.len()) })
+}
+
 /// Row-major contiguous data of `a` (copied only when `a` is not).
 pub(crate) fn row_major<T: Real>(a: &ArrayView2<'_, T>) -> Vec<T> {
     match a.as_slice() {
@@ -146,7 +156,7 @@ fn fast_scan<T: Real, R: Send>(
         }
         fast_step(data, n, argument, start, slots, rows, visit)
     };
-    let buffer = || vec![0.0f64; FAST_ROWS.min(n) * n];
+    let buffer = Vec::new;
     let outcomes: Vec<Result<bool>> = if n >= PARALLEL_ROWS {
         out.par_chunks_mut(FAST_ROWS).enumerate().map_init(buffer, step).collect()
     } else {
@@ -165,7 +175,7 @@ unsafe fn fast_step_avx2<T: Real, R>(
     argument: &str,
     start: usize,
     slots: &mut [R],
-    rows: &mut [f64],
+    rows: &mut Vec<f64>,
     visit: &impl Fn(usize, &[f64], &mut R) -> Result<()>,
 ) -> Result<bool> {
     fast_step(data, n, argument, start, slots, rows, visit)
@@ -173,7 +183,8 @@ unsafe fn fast_step_avx2<T: Real, R>(
 
 /// Rows `start..start + slots.len()`: symmetry against their mirror, then
 /// finiteness and the visit of each; `Ok(false)` if any pair is asymmetric
-/// (nothing visited then).
+/// (nothing visited then). `rows` holds the step's rows converted to
+/// float64 (float64 input is read in place).
 #[inline(always)]
 fn fast_step<T: Real, R>(
     data: &[T],
@@ -181,7 +192,7 @@ fn fast_step<T: Real, R>(
     argument: &str,
     start: usize,
     slots: &mut [R],
-    rows: &mut [f64],
+    rows: &mut Vec<f64>,
     visit: &impl Fn(usize, &[f64], &mut R) -> Result<()>,
 ) -> Result<bool> {
     // mirror[t * FAST_COLS + u] = a[j0 + u, start + t]: one tile of the
@@ -189,10 +200,17 @@ fn fast_step<T: Real, R>(
     let mut mirror = [0.0f64; FAST_ROWS * FAST_COLS];
     let end = start + slots.len();
     let height = end - start;
-    // The rows of one step are contiguous in the input: one stream.
-    for (d, v) in rows[..height * n].iter_mut().zip(&data[start * n..end * n]) {
-        *d = v.to_f64();
-    }
+    let rows: &[f64] = match as_f64(&data[start * n..end * n]) {
+        Some(rows) => rows,
+        None => {
+            // The rows of one step are contiguous in the input: one stream.
+            rows.resize(height * n, 0.0);
+            for (d, v) in rows.iter_mut().zip(&data[start * n..end * n]) {
+                *d = v.to_f64();
+            }
+            rows
+        }
+    };
     let mut flagged = false;
     for j0 in (start..n).step_by(FAST_COLS) {
         let j1 = (j0 + FAST_COLS).min(n);
