@@ -58,11 +58,15 @@ fn same_dtype(x: &Matrix<'_>, y: &Matrix<'_>) -> PyResult<()> {
     if x.dtype() == y.dtype() {
         return Ok(());
     }
-    Err(InvalidInputError::new_err(format!(
+    Err(dtype_mismatch(x, y))
+}
+
+fn dtype_mismatch(x: &Matrix<'_>, y: &Matrix<'_>) -> PyErr {
+    InvalidInputError::new_err(format!(
         "Y: dtype {} differs from X's {}; convert one (e.g. Y.astype(X.dtype))",
         y.dtype(),
         x.dtype()
-    )))
+    ))
 }
 
 /// Cosine similarity of the rows of X with the rows of Y (or of X).
@@ -72,39 +76,30 @@ fn same_dtype(x: &Matrix<'_>, y: &Matrix<'_>) -> PyResult<()> {
 fn cosine_similarity<'py>(py: Python<'py>, X: &Bound<'py, PyAny>, Y: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
     let x = matrix(X, "X", false)?;
     let y = Y.filter(|y| !y.is_none()).map(|y| matrix(y, "Y", false)).transpose()?;
-    if let Some(y) = &y {
-        same_dtype(&x, y)?;
-    }
     match (x, y) {
-        (Matrix::F32(x), y) => {
-            let y = match y {
-                Some(Matrix::F32(y)) => Some(y),
-                _ => None,
-            };
-            let (xv, yv) = (x.as_array(), y.as_ref().map(|y| y.as_array()));
-            // The result is allocated by numpy (see `cosine_into`).
-            let out = PyArray2::zeros(py, [xv.nrows(), yv.as_ref().map_or(xv.nrows(), |y| y.nrows())], false);
-            let mut rw = out.readwrite();
-            let view = rw.as_array_mut();
-            py.detach(|| similarity::cosine_into(xv, yv, view)).map_err(py_err)?;
-            drop(rw);
-            Ok(out.into_any())
-        }
-        (Matrix::F64(x), y) => {
-            let y = match y {
-                Some(Matrix::F64(y)) => Some(y),
-                _ => None,
-            };
-            let (xv, yv) = (x.as_array(), y.as_ref().map(|y| y.as_array()));
-            // The result is allocated by numpy (see `cosine_into`).
-            let out = PyArray2::zeros(py, [xv.nrows(), yv.as_ref().map_or(xv.nrows(), |y| y.nrows())], false);
-            let mut rw = out.readwrite();
-            let view = rw.as_array_mut();
-            py.detach(|| similarity::cosine_into(xv, yv, view)).map_err(py_err)?;
-            drop(rw);
-            Ok(out.into_any())
-        }
+        (Matrix::F32(x), None) => cosine_to_numpy(py, &x, None),
+        (Matrix::F64(x), None) => cosine_to_numpy(py, &x, None),
+        (Matrix::F32(x), Some(Matrix::F32(y))) => cosine_to_numpy(py, &x, Some(&y)),
+        (Matrix::F64(x), Some(Matrix::F64(y))) => cosine_to_numpy(py, &x, Some(&y)),
+        (x, Some(y)) => Err(dtype_mismatch(&x, &y)),
     }
+}
+
+/// `similarity::cosine_into` a new array allocated by numpy (which backs
+/// large arrays with huge pages; see `cosine_into`), the GIL released.
+fn cosine_to_numpy<'py, T: similarity::Real + numpy::Element>(
+    py: Python<'py>,
+    x: &PyReadonlyArray2<'py, T>,
+    y: Option<&PyReadonlyArray2<'py, T>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (xv, yv) = (x.as_array(), y.map(|y| y.as_array()));
+    let out = PyArray2::<T>::zeros(py, [xv.nrows(), yv.as_ref().map_or(xv.nrows(), |y| y.nrows())], false);
+    {
+        let mut rw = out.readwrite();
+        let view = rw.as_array_mut();
+        py.detach(|| similarity::cosine_into(xv, yv, view)).map_err(py_err)?;
+    }
+    Ok(out.into_any())
 }
 
 /// The k rows of X most similar to the query (or to each query row).
