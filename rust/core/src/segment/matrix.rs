@@ -41,14 +41,16 @@ impl Real for f64 {
 
 const BLOCK: usize = 128;
 
-/// `values` as float64 when they are that already (T is f64), without a copy.
+/// `values` as `&[E]` when they are that already (`T` is `E`): the same
+/// slice, no copy.
 #[inline(always)]
-fn as_f64<T: Real>(values: &[T]) -> Option<&[f64]> {
-    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f64>() {
+pub(crate) fn as_type<T: Real, E: Real>(values: &[T]) -> Option<&[E]> {
+    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<E>() {
         return None;
     }
-    // SAFETY: T is f64 (checked above): the slice is reinterpreted as itself.
-    Some(unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<f64>(), values.len()) })
+    // SAFETY: T and E are the same type (checked above), so the slice is
+    // reinterpreted as itself: same pointer, length and lifetime.
+    Some(unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<E>(), values.len()) })
 }
 
 /// Row-major contiguous data of `a` (copied only when `a` is not).
@@ -200,7 +202,7 @@ fn fast_step<T: Real, R>(
     let mut mirror = [0.0f64; FAST_ROWS * FAST_COLS];
     let end = start + slots.len();
     let height = end - start;
-    let rows: &[f64] = match as_f64(&data[start * n..end * n]) {
+    let rows: &[f64] = match as_type(&data[start * n..end * n]) {
         Some(rows) => rows,
         None => {
             // The rows of one step are contiguous in the input: one stream.

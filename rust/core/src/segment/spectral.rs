@@ -5,14 +5,12 @@
 //! `cluster_qr` from `sklearn/cluster/_spectral.py`, including the random
 //! stream `random_state=seed` would give, so labels agree with it.
 
-use std::any::TypeId;
-
 use faer::Mat;
 use ndarray::ArrayView2;
 
 use super::eigen::{top_eigenvectors, Operator, PARALLEL_FROM};
 use crate::pool::on_pool_if;
-use super::matrix::{scan_square, square_size, sum_lanes, Real};
+use super::matrix::{as_type, scan_square, square_size, sum_lanes, Real};
 use super::mt19937::Mt19937;
 use crate::{Error, Result};
 
@@ -151,13 +149,7 @@ fn cluster<T: Real, E: Real>(
 /// The affinity's entries as a row-major `&[E]` when they are that already
 /// (contiguous, and `T` is `E`), so no copy is made.
 fn in_precision<'a, T: Real, E: Real>(affinity: &ArrayView2<'a, T>) -> Option<&'a [E]> {
-    if TypeId::of::<T>() != TypeId::of::<E>() {
-        return None;
-    }
-    let data: &'a [T] = affinity.to_slice()?;
-    // SAFETY: T and E are the same type (checked above), so the slice is
-    // reinterpreted as itself: same pointer, length and lifetime.
-    Some(unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<E>(), data.len()) })
+    as_type(affinity.to_slice()?)
 }
 
 /// `_deterministic_vector_sign_flip`: each eigenvector's largest-magnitude
