@@ -84,6 +84,8 @@ fn normalized_rows<T: Real>(x: ArrayView2<T>, argument: &str) -> Result<Vec<T>> 
 
 /// Elements from which the row-wise passes run on rayon's threads.
 const PARALLEL_FROM: usize = 1 << 17;
+/// Multiply-adds (n * m * d) above which a product runs on rayon's threads.
+const PARALLEL_PRODUCT: usize = 1 << 18;
 
 fn check_matrix<T>(x: &ArrayView2<T>, argument: &str) -> Result<()> {
     if x.ncols() == 0 {
@@ -100,7 +102,7 @@ fn gram<T: Real>(a: &[T], n: usize, b: &[T], m: usize, d: usize, out: &mut [T]) 
         let lhs = MatRef::from_row_major_slice(a, n, d);
         let rhs = MatRef::from_row_major_slice(b, m, d).transpose();
         let dst = MatMut::from_row_major_slice_mut(out, n, m);
-        let par = if n * m * d > 1 << 18 { Par::rayon(0) } else { Par::Seq };
+        let par = if n * m * d > PARALLEL_PRODUCT { Par::rayon(0) } else { Par::Seq };
         faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, T::ONE, par);
     }
     clip_unit(out);
@@ -218,7 +220,7 @@ pub fn cosine_into<T: Real>(x: ArrayView2<T>, y: Option<ArrayView2<T>>, mut out:
         return Err(Error::invalid("out", "must be C-contiguous"));
     };
     // Normalisation, product and clip-and-mirror are parallel passes.
-    let parallel = shape.0 * shape.1 * x.ncols() > 1 << 18;
+    let parallel = shape.0 * shape.1 * x.ncols() > PARALLEL_PRODUCT;
     crate::pool::on_pool_if(parallel, || {
         let xn = normalized_rows(x, "X")?;
         match y {

@@ -44,7 +44,7 @@ const BLOCK: usize = 128;
 /// `values` as `&[E]` when they are that already (`T` is `E`): the same
 /// slice, no copy.
 #[inline(always)]
-pub(crate) fn as_type<T: Real, E: Real>(values: &[T]) -> Option<&[E]> {
+fn as_type<T: Real, E: Real>(values: &[T]) -> Option<&[E]> {
     if std::any::TypeId::of::<T>() != std::any::TypeId::of::<E>() {
         return None;
     }

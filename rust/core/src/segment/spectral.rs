@@ -9,9 +9,9 @@ use faer::Mat;
 use ndarray::ArrayView2;
 
 use super::eigen::{top_eigenvectors, Operator, PARALLEL_FROM};
-use crate::pool::on_pool_if;
-use super::matrix::{as_type, scan_square, square_size, sum_lanes, Real};
+use super::matrix::{scan_square, square_size, sum_lanes, Real};
 use super::mt19937::Mt19937;
+use crate::pool::on_pool_if;
 use crate::{Error, Result};
 
 /// How the spectral embedding becomes labels (scikit-learn's `assign_labels`).
@@ -63,16 +63,10 @@ pub fn spectral_clustering<T: Real>(
     // more than the three or four products save (n = 2,000: 11-14 ms in
     // place against 14-22 ms with the copy). From PARALLEL_FROM rows the
     // scan and the products are parallel passes (see `on_pool_if`).
-    on_pool_if(affinity.nrows() >= PARALLEL_FROM, || {
-        if T::NAME == "float32" {
-            cluster::<T, f32>(affinity, n_clusters, assign, seed, TOL)
-        } else {
-            cluster::<T, f64>(affinity, n_clusters, assign, seed, TOL)
-        }
-    })
+    on_pool_if(affinity.nrows() >= PARALLEL_FROM, || cluster(affinity, n_clusters, assign, seed, TOL))
 }
 
-fn cluster<T: Real, E: Real>(
+fn cluster<T: Real>(
     affinity: ArrayView2<'_, T>,
     n_clusters: usize,
     assign: AssignLabels,
@@ -80,14 +74,14 @@ fn cluster<T: Real, E: Real>(
     tol: f64,
 ) -> Result<Vec<i64>> {
     let rows = square_size(&affinity, "affinity")?;
-    // The operator reads the caller's array in place when it is contiguous
-    // and already in the working precision; otherwise a converted copy.
-    let in_place = in_precision::<T, E>(&affinity);
-    let mut copy = if in_place.is_some() { Vec::new() } else { vec![E::from_f64(0.0); rows * rows] };
+    // The operator reads the caller's array in place when it is contiguous;
+    // otherwise a row-major copy made during the scan.
+    let in_place = affinity.to_slice();
+    let mut copy = if in_place.is_some() { Vec::new() } else { vec![T::from_f64(0.0); rows * rows] };
     let mut degree = vec![0.0f64; rows];
     let mut diag = vec![0.0f64; rows];
     let mut copy_rows = copy.chunks_mut(rows.max(1));
-    let mut slots: Vec<(Option<&mut [E]>, &mut f64, &mut f64)> =
+    let mut slots: Vec<(Option<&mut [T]>, &mut f64, &mut f64)> =
         degree.iter_mut().zip(diag.iter_mut()).map(|(d, g)| (copy_rows.next(), d, g)).collect();
     let n = scan_square(&affinity, "affinity", &mut slots, |i, row, (out, degree, diag)| {
         // A branch-free fold: it vectorises in this closure, which the
@@ -104,7 +98,7 @@ fn cluster<T: Real, E: Real>(
         }
         if let Some(out) = out {
             for (o, &v) in out.iter_mut().zip(row) {
-                *o = E::from_f64(v);
+                *o = T::from_f64(v);
             }
         }
         // The diagonal is ignored (csgraph_laplacian zeroes it).
@@ -144,12 +138,6 @@ fn cluster<T: Real, E: Real>(
         AssignLabels::ClusterQr => cluster_qr(&maps, n, k)?,
     };
     Ok(labels.into_iter().map(|l| l as i64).collect())
-}
-
-/// The affinity's entries as a row-major `&[E]` when they are that already
-/// (contiguous, and `T` is `E`), so no copy is made.
-fn in_precision<'a, T: Real, E: Real>(affinity: &ArrayView2<'a, T>) -> Option<&'a [E]> {
-    as_type(affinity.to_slice()?)
 }
 
 /// `_deterministic_vector_sign_flip`: each eigenvector's largest-magnitude
