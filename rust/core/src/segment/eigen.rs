@@ -17,18 +17,20 @@ use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatRef, Par, Side};
 use rayon::prelude::*;
 
-use super::matrix::Real;
+use super::matrix::{as_type, Real};
 use crate::{Error, Result};
 
-/// Krylov blocks per restart cycle (the basis holds `(STEPS + 1) * b` vectors).
+/// Krylov blocks per restart cycle (the basis holds `1 + (STEPS + 1) * b`
+/// vectors).
 const MAX_STEPS: usize = 10;
 const MAX_CYCLES: usize = 60;
 /// Matrices up to this size are decomposed densely (cheaper than iterating).
 const DENSE_MAX: usize = 48;
 
-/// `y = D^-1/2 A0 D^-1/2 x` where A0 is `a` without its diagonal, `a` kept
-/// in precision `E` (often the caller's array itself, read in place: the
-/// diagonal is subtracted after the product rather than zeroed in a copy).
+/// `y = D^-1/2 A0 D^-1/2 x` where A0 is `a` without its diagonal, `a` in
+/// the caller's precision `E` (often the caller's array itself, read in
+/// place: the diagonal is subtracted after the product rather than zeroed in
+/// a copy). The product itself is in float32 (see `product`).
 pub(crate) struct Operator<'a, E> {
     pub a: &'a [E],
     pub diag: &'a [f64],
@@ -39,22 +41,16 @@ pub(crate) struct Operator<'a, E> {
 impl<E: Real> Operator<'_, E> {
     fn apply(&self, x: MatRef<'_, f64>) -> Mat<f64> {
         let (n, b) = (self.n, x.ncols());
-        let chunks = b.div_ceil(LANES);
-        // Scaled input, chunk-major: xs[c][j][l] = dinv[j] * x[j, c * LANES + l].
-        let mut xs = vec![0.0f64; chunks * n * LANES];
-        for c in 0..b {
-            let base = (c / LANES) * n * LANES + c % LANES;
-            for j in 0..n {
-                xs[base + j * LANES] = self.dinv[j] * x[(j, c)];
+        // Scaled input, one float32 row per column: xt[c * n + j] = dinv[j] * x[j, c].
+        let mut xt = vec![0.0f32; b * n];
+        for (c, out) in xt.chunks_exact_mut(n.max(1)).enumerate() {
+            for (j, o) in out.iter_mut().enumerate() {
+                *o = (self.dinv[j] * x[(j, c)]) as f32;
             }
         }
-        let mut y = vec![0.0f64; n * chunks * LANES];
-        product(self.a, n, &xs, chunks, &mut y);
-        let width = chunks * LANES;
-        Mat::from_fn(n, b, |i, c| {
-            let own = xs[(c / LANES) * n * LANES + i * LANES + c % LANES];
-            self.dinv[i] * (y[i * width + c] - self.diag[i] * own)
-        })
+        let mut y = vec![0.0f64; n * b];
+        product(self.a, n, &xt, b, &mut y);
+        Mat::from_fn(n, b, |i, c| self.dinv[i] * (y[i * b + c] - self.diag[i] * f64::from(xt[c * n + i])))
     }
 
     fn dense(&self) -> Mat<f64> {
@@ -63,21 +59,21 @@ impl<E: Real> Operator<'_, E> {
     }
 }
 
-/// Columns handled together by the product kernel.
-const LANES: usize = 8;
-
-/// `y = A x` for the n x n row-major `a` and a few columns `x`, stored as
-/// `chunks` blocks of n x 8 (`y`: n x 8 chunks, row-major). Why not faer's
-/// GEMM: it packs the whole n x n operand on every call, which for 8-16
-/// right-hand columns costs more than the product; this kernel streams each
-/// row of A once, 4 rows at a time against 8 columns kept in registers,
-/// accumulating in float64 even when A is stored in float32.
-fn product<E: Real>(a: &[E], n: usize, xs: &[f64], chunks: usize, y: &mut [f64]) {
-    let width = chunks * LANES;
-    let rows = |(a, y): (&[E], &mut [f64])| product_rows(a, n, xs, chunks, y);
+/// `y = A x` for the n x n row-major `a` and the b columns of x stored as
+/// rows of `xt` (b x n); `y` is n x b, row-major.
+///
+/// Why not faer's GEMM: it packs the whole n x n operand on every call,
+/// which for a few right-hand columns costs more than the product. Why
+/// float32 arithmetic: the product is bound by multiply-adds (each entry of
+/// A meets every column), and 8 float32 lanes per vector do twice the work
+/// of 4 float64 ones. Its rounding (relative 1e-7 per term, summed in 8
+/// lanes) perturbs the operator by ~1e-6, far below the eigenvector
+/// tolerance (`TOL` in spectral.rs, 1e-4); lane sums are added in float64.
+fn product<E: Real>(a: &[E], n: usize, xt: &[f32], b: usize, y: &mut [f64]) {
+    let rows = |(a, y): (&[E], &mut [f64])| product_rows(a, n, xt, b, y);
     if n >= PARALLEL_FROM {
-        // Memory-bound at this size: both cores stream their half of A.
-        a.par_chunks(PARALLEL_ROWS * n).zip(y.par_chunks_mut(PARALLEL_ROWS * width)).for_each(rows);
+        // Both cores take row blocks of A.
+        a.par_chunks(PARALLEL_ROWS * n).zip(y.par_chunks_mut(PARALLEL_ROWS * b)).for_each(rows);
     } else {
         rows((a, y));
     }
@@ -89,71 +85,169 @@ const PARALLEL_ROWS: usize = 32;
 
 /// `product` over the rows of `a` given (a multiple of n entries), into the
 /// same rows of `y`.
-fn product_rows<E: Real>(a: &[E], n: usize, xs: &[f64], chunks: usize, y: &mut [f64]) {
+fn product_rows<E: Real>(a: &[E], n: usize, xt: &[f32], b: usize, y: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
             // SAFETY: the running CPU has the features `product_avx2` is
-            // compiled for; it is otherwise the same safe code.
-            unsafe { product_avx2(a, n, xs, chunks, y) };
+            // compiled for.
+            unsafe { product_avx2(a, n, xt, b, y) };
             return;
         }
     }
-    product_kernel::<E, false>(a, n, xs, chunks, y);
+    product_columns::<E, false>(a, n, xt, b, y);
 }
 
+/// `product_columns` in AVX2 vectors (written out: the compiler keeps the
+/// generic version's accumulator arrays in memory).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn product_avx2<E: Real>(a: &[E], n: usize, xs: &[f64], chunks: usize, y: &mut [f64]) {
-    product_kernel::<E, true>(a, n, xs, chunks, y);
+unsafe fn product_avx2<E: Real>(a: &[E], n: usize, xt: &[f32], b: usize, y: &mut [f64]) {
+    let mut first = 0;
+    while first < b {
+        let group = (b - first).min(GROUP);
+        let columns = Columns { xt, n, b, first };
+        match group {
+            1 => product_group_avx2::<E, 1>(a, &columns, y),
+            2 => product_group_avx2::<E, 2>(a, &columns, y),
+            3 => product_group_avx2::<E, 3>(a, &columns, y),
+            4 => product_group_avx2::<E, 4>(a, &columns, y),
+            5 => product_group_avx2::<E, 5>(a, &columns, y),
+            _ => product_group_avx2::<E, GROUP>(a, &columns, y),
+        }
+        first += group;
+    }
 }
 
-/// `FUSED`: multiply-adds as single FMA instructions (compiled only where
-/// the CPU has them; elsewhere `mul_add` would be a slow library call).
+/// Entries `j..j + 8` of `row` as float32 lanes.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn product_kernel<E: Real, const FUSED: bool>(a: &[E], n: usize, xs: &[f64], chunks: usize, y: &mut [f64]) {
-    let width = chunks * LANES;
+unsafe fn load8<E: Real>(row: &[E], j: usize) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    debug_assert!(j + LANES <= row.len());
+    if let Some(row) = as_type::<E, f64>(row) {
+        // SAFETY (callers): j + 8 <= row.len().
+        let low = _mm256_cvtpd_ps(_mm256_loadu_pd(row.as_ptr().add(j)));
+        let high = _mm256_cvtpd_ps(_mm256_loadu_pd(row.as_ptr().add(j + 4)));
+        _mm256_set_m128(high, low)
+    } else if let Some(row) = as_type::<E, f32>(row) {
+        _mm256_loadu_ps(row.as_ptr().add(j))
+    } else {
+        let lanes: [f32; LANES] = std::array::from_fn(|l| row[j + l].to_f32());
+        _mm256_loadu_ps(lanes.as_ptr())
+    }
+}
+
+/// `product_group` in AVX2 vectors.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn product_group_avx2<E: Real, const G: usize>(a: &[E], columns: &Columns<'_>, y: &mut [f64]) {
+    use std::arch::x86_64::*;
+    let Columns { xt, n, b, first } = *columns;
+    let body = n / LANES * LANES;
+    let x: [&[f32]; G] = std::array::from_fn(|c| &xt[(first + c) * n..(first + c + 1) * n]);
     let rows = a.len() / n;
-    let mut i = 0;
-    while i + 4 <= rows {
-        let (r0, r1) = (&a[i * n..(i + 1) * n], &a[(i + 1) * n..(i + 2) * n]);
-        let (r2, r3) = (&a[(i + 2) * n..(i + 3) * n], &a[(i + 3) * n..(i + 4) * n]);
-        for c in 0..chunks {
-            let xc = &xs[c * n * LANES..(c + 1) * n * LANES];
-            let mut acc = [[0.0f64; LANES]; 4];
-            for ((((xr, v0), v1), v2), v3) in xc.chunks_exact(LANES).zip(r0).zip(r1).zip(r2).zip(r3) {
-                let Ok(xr) = <&[f64; LANES]>::try_from(xr) else { continue };
-                let v = [v0.to_f64(), v1.to_f64(), v2.to_f64(), v3.to_f64()];
-                for r in 0..4 {
-                    for l in 0..LANES {
-                        acc[r][l] = multiply_add::<FUSED>(v[r], xr[l], acc[r][l]);
-                    }
-                }
-            }
-            for (r, row) in acc.iter().enumerate() {
-                y[(i + r) * width + c * LANES..(i + r) * width + (c + 1) * LANES].copy_from_slice(row);
+    for i in (0..rows).step_by(2) {
+        let pair = (rows - i).min(2);
+        let r0 = &a[i * n..(i + 1) * n];
+        // An odd last row is paired with itself (its second result unused).
+        let r1 = &a[(i + pair - 1) * n..(i + pair) * n];
+        let mut acc0 = [_mm256_setzero_ps(); G];
+        let mut acc1 = [_mm256_setzero_ps(); G];
+        for j in (0..body).step_by(LANES) {
+            // SAFETY: j + 8 <= body <= n, the length of r0, r1 and each x[c].
+            let (v0, v1) = (load8(r0, j), load8(r1, j));
+            for c in 0..G {
+                let xc = _mm256_loadu_ps(x[c].as_ptr().add(j));
+                acc0[c] = _mm256_fmadd_ps(v0, xc, acc0[c]);
+                acc1[c] = _mm256_fmadd_ps(v1, xc, acc1[c]);
             }
         }
-        i += 4;
+        for (r, (row, acc)) in [(r0, &acc0), (r1, &acc1)].into_iter().enumerate().take(pair) {
+            for c in 0..G {
+                let mut lanes = [0.0f32; LANES];
+                _mm256_storeu_ps(lanes.as_mut_ptr(), acc[c]);
+                let sum: f64 = lanes.iter().map(|&v| f64::from(v)).sum();
+                let tail: f64 = row[body..].iter().zip(&x[c][body..]).map(|(v, &t)| v.to_f64() * f64::from(t)).sum();
+                y[(i + r) * b + first + c] = sum + tail;
+            }
+        }
     }
-    for i in i..rows {
+}
+
+/// Vector lanes along a row of A.
+const LANES: usize = 8;
+/// Columns of x per pass over A: 2 rows x 6 columns of 8-lane accumulators
+/// take 12 of the 16 vector registers, the 2 rows of A and an x the rest.
+const GROUP: usize = 6;
+
+/// The columns in groups of up to GROUP (each group a const-size kernel, so
+/// its accumulators stay in registers).
+#[inline(always)]
+fn product_columns<E: Real, const FUSED: bool>(a: &[E], n: usize, xt: &[f32], b: usize, y: &mut [f64]) {
+    let mut first = 0;
+    while first < b {
+        let group = (b - first).min(GROUP);
+        let columns = Columns { xt, n, b, first };
+        match group {
+            1 => product_group::<E, FUSED, 1>(a, &columns, y),
+            2 => product_group::<E, FUSED, 2>(a, &columns, y),
+            3 => product_group::<E, FUSED, 3>(a, &columns, y),
+            4 => product_group::<E, FUSED, 4>(a, &columns, y),
+            5 => product_group::<E, FUSED, 5>(a, &columns, y),
+            _ => product_group::<E, FUSED, GROUP>(a, &columns, y),
+        }
+        first += group;
+    }
+}
+
+/// The group of columns `first..first + G` of x (rows of `xt`, b x n).
+struct Columns<'a> {
+    xt: &'a [f32],
+    n: usize,
+    b: usize,
+    first: usize,
+}
+
+/// Two rows of A at a time against G columns: per 8 entries of a row, one
+/// conversion to float32 and G multiply-adds of 8 lanes.
+#[inline(always)]
+fn product_group<E: Real, const FUSED: bool, const G: usize>(a: &[E], columns: &Columns<'_>, y: &mut [f64]) {
+    let Columns { xt, n, b, first } = *columns;
+    let body = n / LANES * LANES;
+    let x: [&[f32]; G] = std::array::from_fn(|c| &xt[(first + c) * n..(first + c) * n + body]);
+    let tails: [&[f32]; G] = std::array::from_fn(|c| &xt[(first + c) * n + body..(first + c + 1) * n]);
+    let rows = a.len() / n;
+    for i in (0..rows).step_by(2) {
+        let pair = (rows - i).min(2);
         let r0 = &a[i * n..(i + 1) * n];
-        for c in 0..chunks {
-            let xc = &xs[c * n * LANES..(c + 1) * n * LANES];
-            let mut acc = [0.0f64; LANES];
-            for (xr, v0) in xc.chunks_exact(LANES).zip(r0) {
-                let v0 = v0.to_f64();
-                for (s, x) in acc.iter_mut().zip(xr) {
-                    *s = multiply_add::<FUSED>(v0, *x, *s);
+        // An odd last row is paired with itself (its second result unused).
+        let r1 = &a[(i + pair - 1) * n..(i + pair) * n];
+        let (b0, b1) = (&r0[..body], &r1[..body]);
+        let mut acc = [[[0.0f32; LANES]; G]; 2];
+        for j in 0..body / LANES {
+            let v0: [f32; LANES] = std::array::from_fn(|l| b0[j * LANES + l].to_f32());
+            let v1: [f32; LANES] = std::array::from_fn(|l| b1[j * LANES + l].to_f32());
+            for c in 0..G {
+                let xc = &x[c][j * LANES..(j + 1) * LANES];
+                for l in 0..LANES {
+                    acc[0][c][l] = multiply_add::<FUSED>(v0[l], xc[l], acc[0][c][l]);
+                    acc[1][c][l] = multiply_add::<FUSED>(v1[l], xc[l], acc[1][c][l]);
                 }
             }
-            y[i * width + c * LANES..i * width + (c + 1) * LANES].copy_from_slice(&acc);
+        }
+        for (r, row) in [r0, r1].into_iter().enumerate().take(pair) {
+            for c in 0..G {
+                let lanes: f64 = acc[r][c].iter().map(|&v| f64::from(v)).sum();
+                let tail: f64 = row[body..].iter().zip(tails[c]).map(|(v, &t)| v.to_f64() * f64::from(t)).sum();
+                y[(i + r) * b + first + c] = lanes + tail;
+            }
         }
     }
 }
 
 #[inline(always)]
-fn multiply_add<const FUSED: bool>(a: f64, b: f64, c: f64) -> f64 {
+fn multiply_add<const FUSED: bool>(a: f32, b: f32, c: f32) -> f32 {
     if FUSED {
         a.mul_add(b, c)
     } else {
@@ -181,40 +275,50 @@ fn not_converged() -> Error {
 
 /// Eigenvectors (columns, n x k) of the k largest eigenvalues of `op`, in
 /// decreasing order of eigenvalue. `start` (length n) is a known eigenvector
-/// to seed the first block with (sqrt of the degrees); `tol` bounds each
+/// of the largest eigenvalue, 1 (sqrt of the degrees); `tol` bounds each
 /// returned pair's residual `||M u - theta u||` (`||M|| <= 1`).
 pub(crate) fn top_eigenvectors<E: Real>(op: &Operator<'_, E>, k: usize, start: &[f64], tol: f64) -> Result<Mat<f64>> {
     let n = op.n;
-    let b = (k + 2).min(n);
+    // k - 1 vectors to find besides `start`, and one spare column: wider
+    // blocks did not converge in fewer products (n = 200-2,000, k = 6: four
+    // products for block widths k to k + 4) and each column costs in the
+    // orthogonalisation and the Rayleigh-Ritz step.
+    let b = k.min(n);
     if n <= DENSE_MAX || n < 4 * b {
         return dense_top(op, k);
     }
-    let steps = MAX_STEPS.min(n / b - 1);
-    let cap = (steps + 1) * b;
+    // The known eigenvector (eigenvalue 1, the largest) is locked in front
+    // of the Krylov blocks rather than carried in one: its product would
+    // only reproduce it, so every block column stays free for the others.
+    let start_norm = norm(start);
+    let locked = usize::from(start_norm > 0.0 && start_norm.is_finite());
+    let steps = MAX_STEPS.min((n - locked) / b - 1);
+    let cap = locked + (steps + 1) * b;
     let mut stream = Stream(0x5eed);
     let mut basis = Mat::<f64>::zeros(n, cap);
-    let mut block = Mat::<f64>::from_fn(n, b, |i, c| if c == 0 { start[i] } else { stream.next() });
-    orthonormalize(&mut block, basis.subcols(0, 0), &vec![1.0; b], &mut stream);
-    basis.subcols_mut(0, b).copy_from(&block);
+    if locked == 1 {
+        basis.col_as_slice_mut(0).iter_mut().zip(start).for_each(|(q, s)| *q = s / start_norm);
+    }
+    let mut block = Mat::<f64>::from_fn(n, b, |_, _| stream.next());
+    project_out(&mut block, basis.subcols(0, locked));
+    orthonormalize(&mut block, basis.subcols(0, locked), &vec![1.0; b], &mut stream);
+    basis.subcols_mut(locked, b).copy_from(&block);
 
     let mut projected = Mat::<f64>::zeros(cap, cap);
     let mut ritz = Mat::<f64>::zeros(0, 0);
     for _cycle in 0..MAX_CYCLES {
         projected.fill(0.0);
+        if locked == 1 {
+            projected[(0, 0)] = 1.0;
+        }
         for j in 0..steps {
-            let (lo, m) = (j * b, (j + 1) * b);
+            let (lo, m) = (locked + j * b, locked + (j + 1) * b);
             let mut w = op.apply(basis.subcols(lo, b));
             let norms: Vec<f64> = (0..b).map(|c| norm(w.col_as_slice(c))).collect();
             // Full reorthogonalisation against the whole basis, twice (CGS2):
             // the coefficients are the new column block of Q^T M Q.
             let q = basis.subcols(0, m);
-            let mut h = Mat::<f64>::zeros(m, b);
-            for _ in 0..2 {
-                let mut h2 = Mat::<f64>::zeros(m, b);
-                matmul(h2.as_mut(), Accum::Replace, q.transpose(), w.as_ref(), 1.0, Par::Seq);
-                matmul(w.as_mut(), Accum::Add, q, h2.as_ref(), -1.0, Par::Seq);
-                h += &h2;
-            }
+            let h = project_out(&mut w, q);
             for r in 0..m {
                 for c in 0..b {
                     projected[(r, lo + c)] = h[(r, c)];
@@ -251,7 +355,7 @@ pub(crate) fn top_eigenvectors<E: Real>(op: &Operator<'_, E>, k: usize, start: &
             });
             // Ritz vectors are formed only when returned or restarted from.
             if converged || j + 1 == steps {
-                let take = if converged { k } else { b };
+                let take = if converged { k } else { b + locked };
                 let top = Mat::<f64>::from_fn(m, take, |r, t| vectors[(r, m - 1 - t)]);
                 ritz = Mat::zeros(n, take);
                 matmul(ritz.as_mut(), Accum::Replace, basis.subcols(0, m), top.as_ref(), 1.0, Par::Seq);
@@ -268,14 +372,36 @@ pub(crate) fn top_eigenvectors<E: Real>(op: &Operator<'_, E>, k: usize, start: &
                 }
             }
         }
-        // Explicit restart from the b best Ritz vectors (orthonormal already).
-        basis.subcols_mut(0, b).copy_from(&ritz);
+        // Explicit restart from the b best Ritz vectors other than the
+        // locked one (the best), made orthogonal to it again.
+        let mut restart = Mat::<f64>::from_fn(n, b, |i, c| ritz[(i, c + locked)]);
+        project_out(&mut restart, basis.subcols(0, locked));
+        orthonormalize(&mut restart, basis.subcols(0, locked), &vec![1.0; b], &mut stream);
+        basis.subcols_mut(locked, b).copy_from(&restart);
     }
     if ritz.ncols() >= k {
         // Best effort after the cycle budget: the leading Ritz vectors.
         return Ok(Mat::from_fn(n, k, |i, c| ritz[(i, c)]));
     }
     Err(not_converged())
+}
+
+/// Removes from the columns of `w` their components along the orthonormal
+/// columns of `q`, twice (CGS2: once is not enough in floating point);
+/// returns the coefficients, `q^T w` before the projection.
+fn project_out(w: &mut Mat<f64>, q: MatRef<'_, f64>) -> Mat<f64> {
+    let (m, b) = (q.ncols(), w.ncols());
+    let mut h = Mat::<f64>::zeros(m, b);
+    if m == 0 {
+        return h;
+    }
+    for _ in 0..2 {
+        let mut h2 = Mat::<f64>::zeros(m, b);
+        matmul(h2.as_mut(), Accum::Replace, q.transpose(), w.as_ref(), 1.0, Par::Seq);
+        matmul(w.as_mut(), Accum::Add, q, h2.as_ref(), -1.0, Par::Seq);
+        h += &h2;
+    }
+    h
 }
 
 fn dense_top<E: Real>(op: &Operator<'_, E>, k: usize) -> Result<Mat<f64>> {
@@ -285,24 +411,30 @@ fn dense_top<E: Real>(op: &Operator<'_, E>, k: usize) -> Result<Mat<f64>> {
     Ok(Mat::from_fn(n, k, |i, t| vectors[(i, n - 1 - t)]))
 }
 
+#[inline(always)]
 fn norm(x: &[f64]) -> f64 {
     dot(x, x).sqrt()
 }
 
-/// In four independent accumulators: a single running sum is bound by the
+/// Independent accumulators: 4 vectors of 4 with AVX2.
+const DOT_LANES: usize = 16;
+
+/// In independent accumulators: a single running sum is bound by the
 /// add latency, and these dots are most of the orthogonalisation.
+#[inline(always)]
 fn dot(x: &[f64], y: &[f64]) -> f64 {
-    let mut acc = [0.0f64; 4];
-    let (xc, yc) = (x.chunks_exact(4), y.chunks_exact(4));
+    let mut acc = [0.0f64; DOT_LANES];
+    let (xc, yc) = (x.chunks_exact(DOT_LANES), y.chunks_exact(DOT_LANES));
     let tail: f64 = xc.remainder().iter().zip(yc.remainder()).map(|(a, b)| a * b).sum();
     for (a, b) in xc.zip(yc) {
-        for l in 0..4 {
+        for l in 0..DOT_LANES {
             acc[l] += a[l] * b[l];
         }
     }
-    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
+    acc.iter().sum::<f64>() + tail
 }
 
+#[inline(always)]
 fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
     for (yi, xi) in y.iter_mut().zip(x) {
         *yi += alpha * xi;
@@ -316,6 +448,26 @@ fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
 /// direction: it is replaced by a fresh random direction orthogonal to
 /// everything, with a zero in `B`.
 fn orthonormalize(w: &mut Mat<f64>, q: MatRef<'_, f64>, norms: &[f64], stream: &mut Stream) -> Mat<f64> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the running CPU has AVX2, all `orthonormalize_avx2`
+            // is compiled for; it is otherwise the same safe code.
+            return unsafe { orthonormalize_avx2(w, q, norms, stream) };
+        }
+    }
+    orthonormalize_columns(w, q, norms, stream)
+}
+
+/// The dots and updates below are most of the work: 256-bit vectors halve it.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn orthonormalize_avx2(w: &mut Mat<f64>, q: MatRef<'_, f64>, norms: &[f64], stream: &mut Stream) -> Mat<f64> {
+    orthonormalize_columns(w, q, norms, stream)
+}
+
+#[inline(always)]
+fn orthonormalize_columns(w: &mut Mat<f64>, q: MatRef<'_, f64>, norms: &[f64], stream: &mut Stream) -> Mat<f64> {
     let (n, b) = (w.nrows(), w.ncols());
     let mut coupling = Mat::<f64>::zeros(b, b);
     let mut col = vec![0.0f64; n];

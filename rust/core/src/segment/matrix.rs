@@ -16,6 +16,7 @@ pub const SYMMETRY_TOLERANCE: f64 = 1e-5;
 pub trait Real: faer::traits::RealField + Copy + Send + Sync + 'static {
     const NAME: &'static str;
     fn to_f64(self) -> f64;
+    fn to_f32(self) -> f32;
     fn from_f64(value: f64) -> Self;
 }
 
@@ -23,6 +24,9 @@ impl Real for f32 {
     const NAME: &'static str = "float32";
     fn to_f64(self) -> f64 {
         f64::from(self)
+    }
+    fn to_f32(self) -> f32 {
+        self
     }
     fn from_f64(value: f64) -> Self {
         value as f32
@@ -34,6 +38,9 @@ impl Real for f64 {
     fn to_f64(self) -> f64 {
         self
     }
+    fn to_f32(self) -> f32 {
+        self as f32
+    }
     fn from_f64(value: f64) -> Self {
         value
     }
@@ -44,7 +51,7 @@ const BLOCK: usize = 128;
 /// `values` as `&[E]` when they are that already (`T` is `E`): the same
 /// slice, no copy.
 #[inline(always)]
-fn as_type<T: Real, E: Real>(values: &[T]) -> Option<&[E]> {
+pub(super) fn as_type<T: Real, E: Real>(values: &[T]) -> Option<&[E]> {
     if std::any::TypeId::of::<T>() != std::any::TypeId::of::<E>() {
         return None;
     }

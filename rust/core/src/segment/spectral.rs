@@ -134,7 +134,7 @@ fn cluster<T: Real>(
     let mut rng = Mt19937::new(seed);
     rng.skip_uniform(n);
     let labels = match assign {
-        AssignLabels::Discretize => discretize(maps, n, k, &mut rng)?,
+        AssignLabels::Discretize => discretize(&maps, n, k, &mut rng)?,
         AssignLabels::ClusterQr => cluster_qr(&maps, n, k)?,
     };
     Ok(labels.into_iter().map(|l| l as i64).collect())
@@ -168,80 +168,113 @@ fn argmax(row: &[f64]) -> usize {
     best
 }
 
+/// `sum(x[r] * y[r])` added in index order (as the reference computes it,
+/// so ties between clusters resolve the same way).
+#[inline(always)]
+fn dot_in_order(x: &[f64], y: &[f64]) -> f64 {
+    x.iter().zip(y).map(|(a, b)| a * b).sum()
+}
+
 fn svd_failed() -> Error {
     Error::invalid("affinity", "the SVD in the label assignment did not converge; check the matrix for extreme values")
 }
 
-/// `sklearn.cluster._spectral.discretize` (Yu & Shi 2003).
-fn discretize(mut v: Vec<f64>, n: usize, k: usize, rng: &mut Mt19937) -> Result<Vec<usize>> {
+/// `sklearn.cluster._spectral.discretize` (Yu & Shi 2003), on the embedding
+/// `maps` (row i = item i). It works on a column-major copy: every loop then
+/// runs down a column of n items in vector lanes (row by row, the short
+/// k-length loops cost more than their arithmetic). Each sum still adds its
+/// terms in the reference's order.
+fn discretize(maps: &[f64], n: usize, k: usize, rng: &mut Mt19937) -> Result<Vec<usize>> {
+    // v[c * n + i] = maps[i * k + c].
+    let mut v: Vec<f64> = (0..k).flat_map(|c| (0..n).map(move |i| (i, c))).map(|(i, c)| maps[i * k + c]).collect();
     let norm_ones = (n as f64).sqrt();
-    for c in 0..k {
-        let length = (0..n).map(|i| v[i * k + c] * v[i * k + c]).sum::<f64>().sqrt();
-        let flip = if v[c] > 0.0 { -1.0 } else { 1.0 };
+    for column in v.chunks_exact_mut(n) {
+        let length = column.iter().map(|x| x * x).sum::<f64>().sqrt();
+        let flip = if column[0] > 0.0 { -1.0 } else { 1.0 };
         let factor = if length > 0.0 { norm_ones / length } else { 0.0 };
-        let factor = if v[c] != 0.0 { factor * flip } else { factor };
-        for i in 0..n {
-            v[i * k + c] *= factor;
-        }
+        let factor = if column[0] != 0.0 { factor * flip } else { factor };
+        column.iter_mut().for_each(|x| *x *= factor);
     }
-    for row in v.chunks_exact_mut(k) {
-        let length = row.iter().map(|x| x * x).sum::<f64>().sqrt();
-        if length > 0.0 {
-            row.iter_mut().for_each(|x| *x /= length);
-        }
+    // Each row scaled to unit length.
+    let mut lengths = vec![0.0f64; n];
+    for column in v.chunks_exact(n) {
+        lengths.iter_mut().zip(column).for_each(|(l, x)| *l += x * x);
     }
-    // Initial rotation: a random row, then rows as orthogonal as possible.
-    let mut rotation = Mat::<f64>::zeros(k, k);
+    lengths.iter_mut().for_each(|l| *l = l.sqrt());
+    for column in v.chunks_exact_mut(n) {
+        column.iter_mut().zip(&lengths).filter(|(_, &l)| l > 0.0).for_each(|(x, &l)| *x /= l);
+    }
+    // Initial rotation (k x k, column c = rotation[c * k..(c + 1) * k]): a
+    // random row, then rows as orthogonal as possible to those picked.
+    let mut rotation = vec![0.0f64; k * k];
     let first = rng.randint(n as u64) as usize;
-    for r in 0..k {
-        rotation[(r, 0)] = v[first * k + r];
-    }
+    let row_of = |i: usize, out: &mut [f64]| out.iter_mut().enumerate().for_each(|(r, o)| *o = v[r * n + i]);
+    row_of(first, &mut rotation[..k]);
     let mut c_acc = vec![0.0f64; n];
+    let mut projection = vec![0.0f64; n];
     for j in 1..k {
-        for i in 0..n {
-            let row = &v[i * k..(i + 1) * k];
-            c_acc[i] += (0..k).map(|r| row[r] * rotation[(r, j - 1)]).sum::<f64>().abs();
-        }
+        project(&v, &rotation[(j - 1) * k..j * k], &mut projection);
+        c_acc.iter_mut().zip(&projection).for_each(|(a, p)| *a += p.abs());
         let mut pick = 0;
         for i in 1..n {
             if c_acc[i] < c_acc[pick] {
                 pick = i;
             }
         }
-        for r in 0..k {
-            rotation[(r, j)] = v[pick * k + r];
-        }
+        row_of(pick, &mut rotation[j * k..(j + 1) * k]);
     }
     let mut labels = vec![0usize; n];
+    let mut best = vec![0.0f64; n];
+    let mut sums = vec![0.0f64; k * k];
     let mut last_objective = 0.0f64;
-    let mut iteration = 0;
-    loop {
-        iteration += 1;
-        let mut projected = vec![0.0f64; k];
-        for i in 0..n {
-            let row = &v[i * k..(i + 1) * k];
-            for (c, p) in projected.iter_mut().enumerate() {
-                *p = (0..k).map(|r| row[r] * rotation[(r, c)]).sum();
+    for iteration in 1.. {
+        // labels = argmax of each row of v @ rotation (the first on ties).
+        for (c, column) in rotation.chunks_exact(k).enumerate() {
+            project(&v, column, &mut projection);
+            if c == 0 {
+                best.copy_from_slice(&projection);
+                labels.fill(0);
+                continue;
             }
-            labels[i] = argmax(&projected);
+            for ((label, top), &p) in labels.iter_mut().zip(best.iter_mut()).zip(&projection) {
+                if p > *top {
+                    *top = p;
+                    *label = c;
+                }
+            }
         }
         // t_svd = V_discrete^T V: row l sums the embedding rows labelled l.
-        let mut t_svd = Mat::<f64>::zeros(k, k);
-        for i in 0..n {
-            for c in 0..k {
-                t_svd[(labels[i], c)] += v[i * k + c];
+        sums.fill(0.0);
+        for (c, column) in v.chunks_exact(n).enumerate() {
+            for (&label, x) in labels.iter().zip(column) {
+                sums[label * k + c] += x;
             }
         }
+        let t_svd = Mat::<f64>::from_fn(k, k, |l, c| sums[l * k + c]);
         let svd = t_svd.svd().map_err(|_| svd_failed())?;
         let singular_sum: f64 = (0..k).map(|i| svd.S().column_vector()[i]).sum();
         let ncut = 2.0 * (n as f64 - singular_sum);
         if (ncut - last_objective).abs() < f64::EPSILON || iteration > 20 {
-            return Ok(labels);
+            break;
         }
         last_objective = ncut;
         // rotation = Vh^T U^T = V U^T
         let (u, vv) = (svd.U(), svd.V());
-        rotation = Mat::from_fn(k, k, |r, c| (0..k).map(|t| vv[(r, t)] * u[(c, t)]).sum());
+        for c in 0..k {
+            for r in 0..k {
+                rotation[c * k + r] = (0..k).map(|t| vv[(r, t)] * u[(c, t)]).sum();
+            }
+        }
+    }
+    Ok(labels)
+}
+
+/// `out[i] = sum_r v[r * n + i] * weights[r]` for the column-major n x k
+/// `v`: in vector lanes over i, each sum over r in order.
+fn project(v: &[f64], weights: &[f64], out: &mut [f64]) {
+    out.fill(0.0);
+    for (column, &w) in v.chunks_exact(out.len()).zip(weights) {
+        out.iter_mut().zip(column).for_each(|(o, x)| *o += x * w);
     }
 }
 
@@ -277,15 +310,16 @@ fn cluster_qr(v: &[f64], n: usize, k: usize) -> Result<Vec<usize>> {
     let b = Mat::<f64>::from_fn(k, k, |r, c| v[picked[c] * k + r]);
     let svd = b.svd().map_err(|_| svd_failed())?;
     let (u, vv) = (svd.U(), svd.V());
-    let polar = Mat::<f64>::from_fn(k, k, |r, c| (0..k).map(|t| u[(r, t)] * vv[(c, t)]).sum());
+    // Column c of the polar factor is polar[c * k..(c + 1) * k].
+    let polar: Vec<f64> =
+        (0..k).flat_map(|c| (0..k).map(move |r| (r, c))).map(|(r, c)| (0..k).map(|t| u[(r, t)] * vv[(c, t)]).sum()).collect();
     let mut labels = vec![0usize; n];
     let mut projected = vec![0.0f64; k];
-    for i in 0..n {
-        let row = &v[i * k..(i + 1) * k];
-        for (c, p) in projected.iter_mut().enumerate() {
-            *p = (0..k).map(|r| row[r] * polar[(r, c)]).sum::<f64>().abs();
+    for (row, label) in v.chunks_exact(k).zip(labels.iter_mut()) {
+        for (p, column) in projected.iter_mut().zip(polar.chunks_exact(k)) {
+            *p = dot_in_order(row, column).abs();
         }
-        labels[i] = argmax(&projected);
+        *label = argmax(&projected);
     }
     Ok(labels)
 }
