@@ -138,6 +138,33 @@ fn spectral_rejects_bad_input() {
     assert!(message.contains("symmetric") && message.contains("(A + A.T) / 2"), "{message}");
 }
 
+/// Every asymmetric pair is found wherever it sits relative to the scan's
+/// vector tiles (4 x 4) and steps (64 rows): inside a tile, next to the
+/// diagonal, in the fringe rows and columns a tile leaves, in the last row;
+/// in float64 and float32, sequential and parallel sizes.
+#[test]
+fn spectral_finds_every_asymmetric_pair() {
+    for n in [5usize, 9, 66, 131, 257, 262] {
+        let (base, _) = clustered(n, 2, 8, 0.3, n as u64);
+        let last = n - 1;
+        let pairs = [(0, 1), (1, 2), (2, 7 % n), (3, last), (last - 1, last), (n / 2, n / 2 + 1), (64 % n, last), (0, last)];
+        for (i, j) in pairs.into_iter().filter(|&(i, j)| i < j) {
+            for lower in [false, true] {
+                let mut a = base.clone();
+                let (r, c) = if lower { (j, i) } else { (i, j) };
+                a[[r, c]] += 0.25;
+                let expected = format!("affinity[{i}, {j}]");
+                let m = spectral_clustering(a.view(), 2, AssignLabels::Discretize, 0).unwrap_err().to_string();
+                assert!(m.contains("symmetric") && m.contains(&expected), "n={n} ({r}, {c}): {m}");
+                let a32 = a.mapv(|v| v as f32);
+                let m = spectral_clustering(a32.view(), 2, AssignLabels::Discretize, 0).unwrap_err().to_string();
+                assert!(m.contains("symmetric") && m.contains(&expected), "float32 n={n} ({r}, {c}): {m}");
+            }
+        }
+        assert!(spectral_clustering(base.view(), 2, AssignLabels::Discretize, 0).is_ok(), "n={n}");
+    }
+}
+
 /// A similarity matrix with a planted segmentation (random lengths).
 fn planted(n: usize, seed: u64) -> Array2<f64> {
     let mut rng = Lcg(seed);

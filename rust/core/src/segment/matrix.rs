@@ -163,7 +163,7 @@ fn fast_scan<T: Real, R: Send>(
                 return unsafe { fast_step_avx2(data, n, argument, start, slots, rows, visit) };
             }
         }
-        fast_step(data, n, argument, start, slots, rows, visit)
+        fast_step::<T, R, false>(data, n, argument, start, slots, rows, visit)
     };
     let buffer = Vec::new;
     let outcomes: Vec<Result<bool>> = if n >= PARALLEL_ROWS {
@@ -187,7 +187,7 @@ unsafe fn fast_step_avx2<T: Real, R>(
     rows: &mut Vec<f64>,
     visit: &impl Fn(usize, &[f64], &mut R) -> Result<()>,
 ) -> Result<bool> {
-    fast_step(data, n, argument, start, slots, rows, visit)
+    fast_step::<T, R, true>(data, n, argument, start, slots, rows, visit)
 }
 
 /// Rows `start..start + slots.len()`: symmetry against their mirror, then
@@ -195,7 +195,7 @@ unsafe fn fast_step_avx2<T: Real, R>(
 /// (nothing visited then). `rows` holds the step's rows converted to
 /// float64 (float64 input is read in place).
 #[inline(always)]
-fn fast_step<T: Real, R>(
+fn fast_step<T: Real, R, const AVX2: bool>(
     data: &[T],
     n: usize,
     argument: &str,
@@ -204,9 +204,6 @@ fn fast_step<T: Real, R>(
     rows: &mut Vec<f64>,
     visit: &impl Fn(usize, &[f64], &mut R) -> Result<()>,
 ) -> Result<bool> {
-    // mirror[t * FAST_COLS + u] = a[j0 + u, start + t]: one tile of the
-    // block-column below, read along its rows and transposed in L1.
-    let mut mirror = [0.0f64; FAST_ROWS * FAST_COLS];
     let end = start + slots.len();
     let height = end - start;
     let rows: &[f64] = match as_type(&data[start * n..end * n]) {
@@ -220,6 +217,36 @@ fn fast_step<T: Real, R>(
             rows
         }
     };
+    #[cfg(target_arch = "x86_64")]
+    let flagged = if AVX2 {
+        // SAFETY: AVX2 is only set by `fast_step_avx2`, which the CPU runs
+        // only when it has AVX2.
+        unsafe { asymmetric_tiles_avx2(data, n, start, height, rows) }
+    } else {
+        asymmetric_mirror(data, n, start, height, rows)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let flagged = asymmetric_mirror(data, n, start, height, rows);
+    if flagged {
+        return Ok(false);
+    }
+    for (t, slot) in slots.iter_mut().enumerate() {
+        let row = &rows[t * n..(t + 1) * n];
+        check_finite(row, start + t, argument)?;
+        visit(start + t, row, slot)?;
+    }
+    Ok(true)
+}
+
+/// Whether rows `start..start + height` (`rows`, float64) and their mirror
+/// below (columns `start..` of rows `start..`) differ anywhere: per tile of
+/// FAST_COLS mirror rows, the tile is read along its rows and transposed in
+/// L1, then compared with the step's rows.
+#[inline(always)]
+fn asymmetric_mirror<T: Real>(data: &[T], n: usize, start: usize, height: usize, rows: &[f64]) -> bool {
+    // mirror[t * FAST_COLS + u] = a[j0 + u, start + t].
+    let mut mirror = [0.0f64; FAST_ROWS * FAST_COLS];
+    let end = start + height;
     let mut flagged = false;
     for j0 in (start..n).step_by(FAST_COLS) {
         let j1 = (j0 + FAST_COLS).min(n);
@@ -243,15 +270,76 @@ fn fast_step<T: Real, R>(
             flagged |= mine.iter().zip(theirs).fold(false, |any, (&x, &y)| any | asymmetric(x, y));
         }
     }
-    if flagged {
-        return Ok(false);
+    flagged
+}
+
+/// `asymmetric_mirror` with 4 x 4 tiles transposed in AVX2 registers (the
+/// scalar transposition, one store per entry, was most of the scan).
+/// Entries on both sides of the diagonal block are compared, which only
+/// repeats a comparison (the test is symmetric in its two entries).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn asymmetric_tiles_avx2<T: Real>(data: &[T], n: usize, start: usize, height: usize, rows: &[f64]) -> bool {
+    use std::arch::x86_64::*;
+    let (tall, wide) = (height / 4 * 4, start + (n - start) / 4 * 4);
+    let sign = _mm256_set1_pd(-0.0);
+    let (one, tolerance) = (_mm256_set1_pd(1.0), _mm256_set1_pd(SYMMETRY_TOLERANCE));
+    let mut any = _mm256_setzero_pd();
+    for j in (start..wide).step_by(4) {
+        // The mirror rows a few tiles ahead (one page apart: too scattered
+        // for the hardware prefetchers).
+        for ahead in (j + PREFETCH_ROWS..j + PREFETCH_ROWS + 4).filter(|&r| r < n) {
+            prefetch(&data[ahead * n + start..ahead * n + start + height]);
+        }
+        for t in (0..tall).step_by(4) {
+            // r_q[p] = a[j + q, start + t + p]; after the transposition
+            // c_p = a[j..j + 4, i] for i = start + t + p.
+            let r: [__m256d; 4] = std::array::from_fn(|q| load4(data, (j + q) * n + start + t));
+            let (t0, t1) = (_mm256_unpacklo_pd(r[0], r[1]), _mm256_unpackhi_pd(r[0], r[1]));
+            let (t2, t3) = (_mm256_unpacklo_pd(r[2], r[3]), _mm256_unpackhi_pd(r[2], r[3]));
+            let columns = [
+                _mm256_permute2f128_pd::<0x20>(t0, t2),
+                _mm256_permute2f128_pd::<0x20>(t1, t3),
+                _mm256_permute2f128_pd::<0x31>(t0, t2),
+                _mm256_permute2f128_pd::<0x31>(t1, t3),
+            ];
+            for (p, theirs) in columns.into_iter().enumerate() {
+                let mine = _mm256_loadu_pd(rows[(t + p) * n + j..(t + p) * n + j + 4].as_ptr());
+                let gap = _mm256_andnot_pd(sign, _mm256_sub_pd(mine, theirs));
+                let scale = _mm256_max_pd(_mm256_max_pd(_mm256_andnot_pd(sign, mine), _mm256_andnot_pd(sign, theirs)), one);
+                any = _mm256_or_pd(any, _mm256_cmp_pd::<_CMP_GT_OQ>(gap, _mm256_mul_pd(tolerance, scale)));
+            }
+        }
     }
-    for (t, slot) in slots.iter_mut().enumerate() {
-        let row = &rows[t * n..(t + 1) * n];
-        check_finite(row, start + t, argument)?;
-        visit(start + t, row, slot)?;
+    let mut flagged = _mm256_movemask_pd(any) != 0;
+    // The fringes the tiles leave: the last height % 4 rows, and the last
+    // (n - start) % 4 columns.
+    for t in 0..height {
+        let from = if t < tall { wide } else { start };
+        for j in from..n {
+            flagged |= asymmetric(rows[t * n + j], data[j * n + start + t].to_f64());
+        }
     }
-    Ok(true)
+    flagged
+}
+
+/// How far ahead (in mirror rows) `asymmetric_tiles_avx2` prefetches.
+#[cfg(target_arch = "x86_64")]
+const PREFETCH_ROWS: usize = 16;
+
+/// Entries `at..at + 4` of `data` as float64 lanes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn load4<T: Real>(data: &[T], at: usize) -> std::arch::x86_64::__m256d {
+    use std::arch::x86_64::*;
+    if let Some(values) = as_type::<T, f64>(&data[at..at + 4]) {
+        _mm256_loadu_pd(values.as_ptr())
+    } else if let Some(values) = as_type::<T, f32>(&data[at..at + 4]) {
+        _mm256_cvtps_pd(_mm_loadu_ps(values.as_ptr()))
+    } else {
+        let values: [f64; 4] = std::array::from_fn(|l| data[at + l].to_f64());
+        _mm256_loadu_pd(values.as_ptr())
+    }
 }
 
 /// Hints the CPU to load the cache lines of `span` (no effect on results).
