@@ -13,6 +13,7 @@ mod eigen;
 mod matrix;
 mod mt19937;
 mod objective;
+mod product;
 mod solve;
 mod spectral;
 mod windows;

@@ -15,9 +15,9 @@
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatRef, Par, Side};
-use rayon::prelude::*;
 
-use super::matrix::{as_type, Real};
+use super::matrix::Real;
+use super::product::product;
 use crate::{Error, Result};
 
 /// Krylov blocks per restart cycle (the basis holds `1 + (STEPS + 1) * b`
@@ -27,13 +27,12 @@ const MAX_CYCLES: usize = 60;
 /// Matrices up to this size are decomposed densely (cheaper than iterating).
 const DENSE_MAX: usize = 48;
 
-/// `y = D^-1/2 A0 D^-1/2 x` where A0 is `a` without its diagonal, `a` in
-/// the caller's precision `E` (often the caller's array itself, read in
-/// place: the diagonal is subtracted after the product rather than zeroed in
-/// a copy). The product itself is in float32 (see `product`).
+/// `y = D^-1/2 A0 D^-1/2 x` where A0 is the symmetric `a` without its
+/// diagonal, `a` in the caller's precision `E` (often the caller's array
+/// itself, read in place: the product never reads the diagonal, so it need
+/// not be zeroed in a copy). See `product` for how A0 x is computed.
 pub(crate) struct Operator<'a, E> {
     pub a: &'a [E],
-    pub diag: &'a [f64],
     pub n: usize,
     pub dinv: &'a [f64],
 }
@@ -48,210 +47,13 @@ impl<E: Real> Operator<'_, E> {
                 *o = (self.dinv[j] * x[(j, c)]) as f32;
             }
         }
-        let mut y = vec![0.0f64; n * b];
-        product(self.a, n, &xt, b, &mut y);
-        Mat::from_fn(n, b, |i, c| self.dinv[i] * (y[i * b + c] - self.diag[i] * f64::from(xt[c * n + i])))
+        let yt = product(self.a, n, &xt, b);
+        Mat::from_fn(n, b, |i, c| self.dinv[i] * yt[c * n + i])
     }
 
     fn dense(&self) -> Mat<f64> {
         let n = self.n;
         Mat::from_fn(n, n, |i, j| if i == j { 0.0 } else { self.dinv[i] * self.a[i * n + j].to_f64() * self.dinv[j] })
-    }
-}
-
-/// `y = A x` for the n x n row-major `a` and the b columns of x stored as
-/// rows of `xt` (b x n); `y` is n x b, row-major.
-///
-/// Why not faer's GEMM: it packs the whole n x n operand on every call,
-/// which for a few right-hand columns costs more than the product. Why
-/// float32 arithmetic: the product is bound by multiply-adds (each entry of
-/// A meets every column), and 8 float32 lanes per vector do twice the work
-/// of 4 float64 ones. Its rounding (relative 1e-7 per term, summed in 8
-/// lanes) perturbs the operator by ~1e-6, far below the eigenvector
-/// tolerance (`TOL` in spectral.rs, 1e-4); lane sums are added in float64.
-fn product<E: Real>(a: &[E], n: usize, xt: &[f32], b: usize, y: &mut [f64]) {
-    let rows = |(a, y): (&[E], &mut [f64])| product_rows(a, n, xt, b, y);
-    if n >= PARALLEL_FROM {
-        // Both cores take row blocks of A.
-        a.par_chunks(PARALLEL_ROWS * n).zip(y.par_chunks_mut(PARALLEL_ROWS * b)).for_each(rows);
-    } else {
-        rows((a, y));
-    }
-}
-
-/// From this size the product runs on rayon's threads, in row blocks.
-pub(crate) const PARALLEL_FROM: usize = 256;
-const PARALLEL_ROWS: usize = 32;
-
-/// `product` over the rows of `a` given (a multiple of n entries), into the
-/// same rows of `y`.
-fn product_rows<E: Real>(a: &[E], n: usize, xt: &[f32], b: usize, y: &mut [f64]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            // SAFETY: the running CPU has the features `product_avx2` is
-            // compiled for.
-            unsafe { product_avx2(a, n, xt, b, y) };
-            return;
-        }
-    }
-    product_columns::<E, false>(a, n, xt, b, y);
-}
-
-/// `product_columns` in AVX2 vectors (written out: the compiler keeps the
-/// generic version's accumulator arrays in memory).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn product_avx2<E: Real>(a: &[E], n: usize, xt: &[f32], b: usize, y: &mut [f64]) {
-    let mut first = 0;
-    while first < b {
-        let group = (b - first).min(GROUP);
-        let columns = Columns { xt, n, b, first };
-        match group {
-            1 => product_group_avx2::<E, 1>(a, &columns, y),
-            2 => product_group_avx2::<E, 2>(a, &columns, y),
-            3 => product_group_avx2::<E, 3>(a, &columns, y),
-            4 => product_group_avx2::<E, 4>(a, &columns, y),
-            5 => product_group_avx2::<E, 5>(a, &columns, y),
-            _ => product_group_avx2::<E, GROUP>(a, &columns, y),
-        }
-        first += group;
-    }
-}
-
-/// Entries `j..j + 8` of `row` as float32 lanes.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn load8<E: Real>(row: &[E], j: usize) -> std::arch::x86_64::__m256 {
-    use std::arch::x86_64::*;
-    debug_assert!(j + LANES <= row.len());
-    if let Some(row) = as_type::<E, f64>(row) {
-        // SAFETY (callers): j + 8 <= row.len().
-        let low = _mm256_cvtpd_ps(_mm256_loadu_pd(row.as_ptr().add(j)));
-        let high = _mm256_cvtpd_ps(_mm256_loadu_pd(row.as_ptr().add(j + 4)));
-        _mm256_set_m128(high, low)
-    } else if let Some(row) = as_type::<E, f32>(row) {
-        _mm256_loadu_ps(row.as_ptr().add(j))
-    } else {
-        let lanes: [f32; LANES] = std::array::from_fn(|l| row[j + l].to_f32());
-        _mm256_loadu_ps(lanes.as_ptr())
-    }
-}
-
-/// `product_group` in AVX2 vectors.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn product_group_avx2<E: Real, const G: usize>(a: &[E], columns: &Columns<'_>, y: &mut [f64]) {
-    use std::arch::x86_64::*;
-    let Columns { xt, n, b, first } = *columns;
-    let body = n / LANES * LANES;
-    let x: [&[f32]; G] = std::array::from_fn(|c| &xt[(first + c) * n..(first + c + 1) * n]);
-    let rows = a.len() / n;
-    for i in (0..rows).step_by(2) {
-        let pair = (rows - i).min(2);
-        let r0 = &a[i * n..(i + 1) * n];
-        // An odd last row is paired with itself (its second result unused).
-        let r1 = &a[(i + pair - 1) * n..(i + pair) * n];
-        let mut acc0 = [_mm256_setzero_ps(); G];
-        let mut acc1 = [_mm256_setzero_ps(); G];
-        for j in (0..body).step_by(LANES) {
-            // SAFETY: j + 8 <= body <= n, the length of r0, r1 and each x[c].
-            let (v0, v1) = (load8(r0, j), load8(r1, j));
-            for c in 0..G {
-                let xc = _mm256_loadu_ps(x[c].as_ptr().add(j));
-                acc0[c] = _mm256_fmadd_ps(v0, xc, acc0[c]);
-                acc1[c] = _mm256_fmadd_ps(v1, xc, acc1[c]);
-            }
-        }
-        for (r, (row, acc)) in [(r0, &acc0), (r1, &acc1)].into_iter().enumerate().take(pair) {
-            for c in 0..G {
-                let mut lanes = [0.0f32; LANES];
-                _mm256_storeu_ps(lanes.as_mut_ptr(), acc[c]);
-                let sum: f64 = lanes.iter().map(|&v| f64::from(v)).sum();
-                let tail: f64 = row[body..].iter().zip(&x[c][body..]).map(|(v, &t)| v.to_f64() * f64::from(t)).sum();
-                y[(i + r) * b + first + c] = sum + tail;
-            }
-        }
-    }
-}
-
-/// Vector lanes along a row of A.
-const LANES: usize = 8;
-/// Columns of x per pass over A: 2 rows x 6 columns of 8-lane accumulators
-/// take 12 of the 16 vector registers, the 2 rows of A and an x the rest.
-const GROUP: usize = 6;
-
-/// The columns in groups of up to GROUP (each group a const-size kernel, so
-/// its accumulators stay in registers).
-#[inline(always)]
-fn product_columns<E: Real, const FUSED: bool>(a: &[E], n: usize, xt: &[f32], b: usize, y: &mut [f64]) {
-    let mut first = 0;
-    while first < b {
-        let group = (b - first).min(GROUP);
-        let columns = Columns { xt, n, b, first };
-        match group {
-            1 => product_group::<E, FUSED, 1>(a, &columns, y),
-            2 => product_group::<E, FUSED, 2>(a, &columns, y),
-            3 => product_group::<E, FUSED, 3>(a, &columns, y),
-            4 => product_group::<E, FUSED, 4>(a, &columns, y),
-            5 => product_group::<E, FUSED, 5>(a, &columns, y),
-            _ => product_group::<E, FUSED, GROUP>(a, &columns, y),
-        }
-        first += group;
-    }
-}
-
-/// The group of columns `first..first + G` of x (rows of `xt`, b x n).
-struct Columns<'a> {
-    xt: &'a [f32],
-    n: usize,
-    b: usize,
-    first: usize,
-}
-
-/// Two rows of A at a time against G columns: per 8 entries of a row, one
-/// conversion to float32 and G multiply-adds of 8 lanes.
-#[inline(always)]
-fn product_group<E: Real, const FUSED: bool, const G: usize>(a: &[E], columns: &Columns<'_>, y: &mut [f64]) {
-    let Columns { xt, n, b, first } = *columns;
-    let body = n / LANES * LANES;
-    let x: [&[f32]; G] = std::array::from_fn(|c| &xt[(first + c) * n..(first + c) * n + body]);
-    let tails: [&[f32]; G] = std::array::from_fn(|c| &xt[(first + c) * n + body..(first + c + 1) * n]);
-    let rows = a.len() / n;
-    for i in (0..rows).step_by(2) {
-        let pair = (rows - i).min(2);
-        let r0 = &a[i * n..(i + 1) * n];
-        // An odd last row is paired with itself (its second result unused).
-        let r1 = &a[(i + pair - 1) * n..(i + pair) * n];
-        let (b0, b1) = (&r0[..body], &r1[..body]);
-        let mut acc = [[[0.0f32; LANES]; G]; 2];
-        for j in 0..body / LANES {
-            let v0: [f32; LANES] = std::array::from_fn(|l| b0[j * LANES + l].to_f32());
-            let v1: [f32; LANES] = std::array::from_fn(|l| b1[j * LANES + l].to_f32());
-            for c in 0..G {
-                let xc = &x[c][j * LANES..(j + 1) * LANES];
-                for l in 0..LANES {
-                    acc[0][c][l] = multiply_add::<FUSED>(v0[l], xc[l], acc[0][c][l]);
-                    acc[1][c][l] = multiply_add::<FUSED>(v1[l], xc[l], acc[1][c][l]);
-                }
-            }
-        }
-        for (r, row) in [r0, r1].into_iter().enumerate().take(pair) {
-            for c in 0..G {
-                let lanes: f64 = acc[r][c].iter().map(|&v| f64::from(v)).sum();
-                let tail: f64 = row[body..].iter().zip(tails[c]).map(|(v, &t)| v.to_f64() * f64::from(t)).sum();
-                y[(i + r) * b + first + c] = lanes + tail;
-            }
-        }
-    }
-}
-
-#[inline(always)]
-fn multiply_add<const FUSED: bool>(a: f32, b: f32, c: f32) -> f32 {
-    if FUSED {
-        a.mul_add(b, c)
-    } else {
-        a * b + c
     }
 }
 

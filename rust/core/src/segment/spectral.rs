@@ -8,7 +8,8 @@
 use faer::Mat;
 use ndarray::ArrayView2;
 
-use super::eigen::{top_eigenvectors, Operator, PARALLEL_FROM};
+use super::eigen::{top_eigenvectors, Operator};
+use super::product::PARALLEL_FROM;
 use super::matrix::{scan_square, square_size, sum_lanes, Real};
 use super::mt19937::Mt19937;
 use crate::pool::on_pool_if;
@@ -79,11 +80,9 @@ fn cluster<T: Real>(
     let in_place = affinity.to_slice();
     let mut copy = if in_place.is_some() { Vec::new() } else { vec![T::from_f64(0.0); rows * rows] };
     let mut degree = vec![0.0f64; rows];
-    let mut diag = vec![0.0f64; rows];
     let mut copy_rows = copy.chunks_mut(rows.max(1));
-    let mut slots: Vec<(Option<&mut [T]>, &mut f64, &mut f64)> =
-        degree.iter_mut().zip(diag.iter_mut()).map(|(d, g)| (copy_rows.next(), d, g)).collect();
-    let n = scan_square(&affinity, "affinity", &mut slots, |i, row, (out, degree, diag)| {
+    let mut slots: Vec<(Option<&mut [T]>, &mut f64)> = degree.iter_mut().map(|d| (copy_rows.next(), d)).collect();
+    let n = scan_square(&affinity, "affinity", &mut slots, |i, row, (out, degree)| {
         // A branch-free fold: it vectorises in this closure, which the
         // scan's AVX2 code does not inline (a min reduction would not).
         if row.iter().fold(false, |any, &v| any | (v < 0.0)) {
@@ -102,7 +101,6 @@ fn cluster<T: Real>(
             }
         }
         // The diagonal is ignored (csgraph_laplacian zeroes it).
-        **diag = row[i];
         **degree = sum_lanes(row, |x| x) - row[i];
         Ok(())
     })?;
@@ -121,7 +119,7 @@ fn cluster<T: Real>(
     let scale: Vec<f64> = sqrt_degree.iter().map(|&s| if s > 0.0 { s } else { 1.0 }).collect();
     let dinv: Vec<f64> = scale.iter().map(|s| 1.0 / s).collect();
     let a = in_place.unwrap_or(&copy);
-    let op = Operator { a, diag: &diag, n, dinv: &dinv };
+    let op = Operator { a, n, dinv: &dinv };
     let vectors = top_eigenvectors(&op, n_clusters, &sqrt_degree, tol)?;
     drop(copy);
 
