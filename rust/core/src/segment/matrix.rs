@@ -107,7 +107,7 @@ pub(crate) fn scan_square<T: Real, R: Send>(
             &owned
         }
     };
-    if fast_scan(data, n, argument, out, &visit)? {
+    if fast_scan(data, n, out, &visit)? {
         return Ok(n);
     }
     let work = |start: usize, slots: &mut [R], buffers: &mut Buffers| -> Result<()> {
@@ -135,21 +135,19 @@ const FAST_COLS: usize = 32;
 /// From this size the steps of the fast scan run on rayon's threads.
 const PARALLEL_ROWS: usize = 256;
 
-/// The common case, symmetric input, in one pass (no transposed copy of
-/// the matrix): per step of FAST_ROWS rows, a branch-free symmetry check of
-/// those rows against their mirror (tile by tile, each mirror tile read
-/// along its rows and transposed in L1), then each row checked for
-/// finiteness and visited. Steps are independent, so from PARALLEL_ROWS
+/// The common case, finite symmetric input, in one pass (no transposed copy
+/// of the matrix): per step of FAST_ROWS rows, a finiteness check of those
+/// rows, a branch-free symmetry check against their mirror (tile by tile),
+/// then the visit of each row. Steps are independent, so from PARALLEL_ROWS
 /// rows they run on rayon's threads. The first step, in row order, that is
-/// not clean decides: an asymmetric one gives `Ok(false)` and the caller
-/// reruns the exact scan above, which reports the first problem in row order
-/// (the same error as ever; visits are idempotent); an error from a
-/// non-finite entry or `visit` is returned as is (a step checks symmetry
-/// before it visits, so it is also the first problem in row order).
+/// not clean decides: a non-finite or asymmetric one gives `Ok(false)` and
+/// the caller reruns the exact scan above, which reports the first problem
+/// in row order (the same error as ever; visits are idempotent); an error
+/// from `visit` is returned as is (a step checks everything else before it
+/// visits, so it is also the first problem in row order).
 fn fast_scan<T: Real, R: Send>(
     data: &[T],
     n: usize,
-    argument: &str,
     out: &mut [R],
     visit: &(impl Fn(usize, &[f64], &mut R) -> Result<()> + Sync),
 ) -> Result<bool> {
@@ -160,10 +158,10 @@ fn fast_scan<T: Real, R: Send>(
             if std::is_x86_feature_detected!("avx2") {
                 // SAFETY: the running CPU has AVX2, all `fast_step_avx2` is
                 // compiled for; it is otherwise the same safe code.
-                return unsafe { fast_step_avx2(data, n, argument, start, slots, rows, visit) };
+                return unsafe { fast_step_avx2(data, n, start, slots, rows, visit) };
             }
         }
-        fast_step::<T, R, false>(data, n, argument, start, slots, rows, visit)
+        fast_step::<T, R, false>(data, n, start, slots, rows, visit)
     };
     let buffer = Vec::new;
     let outcomes: Vec<Result<bool>> = if n >= PARALLEL_ROWS {
@@ -181,24 +179,22 @@ fn fast_scan<T: Real, R: Send>(
 unsafe fn fast_step_avx2<T: Real, R>(
     data: &[T],
     n: usize,
-    argument: &str,
     start: usize,
     slots: &mut [R],
     rows: &mut Vec<f64>,
     visit: &impl Fn(usize, &[f64], &mut R) -> Result<()>,
 ) -> Result<bool> {
-    fast_step::<T, R, true>(data, n, argument, start, slots, rows, visit)
+    fast_step::<T, R, true>(data, n, start, slots, rows, visit)
 }
 
-/// Rows `start..start + slots.len()`: symmetry against their mirror, then
-/// finiteness and the visit of each; `Ok(false)` if any pair is asymmetric
-/// (nothing visited then). `rows` holds the step's rows converted to
+/// Rows `start..start + slots.len()`: finiteness, symmetry against their
+/// mirror, then the visit of each; `Ok(false)` if an entry is not finite or
+/// a pair is asymmetric (nothing visited then). `rows` holds the step's rows converted to
 /// float64 (float64 input is read in place).
 #[inline(always)]
 fn fast_step<T: Real, R, const AVX2: bool>(
     data: &[T],
     n: usize,
-    argument: &str,
     start: usize,
     slots: &mut [R],
     rows: &mut Vec<f64>,
@@ -217,6 +213,14 @@ fn fast_step<T: Real, R, const AVX2: bool>(
             rows
         }
     };
+    // Finiteness first, in one sequential pass, which also brings the rows
+    // into cache for the symmetry check (that reads them across all rows of
+    // the step at once: too many streams for the hardware prefetchers). A
+    // non-finite entry sends the caller to the exact scan, which reports it,
+    // or an earlier problem, in row order.
+    if sum_lanes(rows, |x| 0.0 * x).is_nan() {
+        return Ok(false);
+    }
     #[cfg(target_arch = "x86_64")]
     let flagged = if AVX2 {
         // SAFETY: AVX2 is only set by `fast_step_avx2`, which the CPU runs
@@ -231,9 +235,7 @@ fn fast_step<T: Real, R, const AVX2: bool>(
         return Ok(false);
     }
     for (t, slot) in slots.iter_mut().enumerate() {
-        let row = &rows[t * n..(t + 1) * n];
-        check_finite(row, start + t, argument)?;
-        visit(start + t, row, slot)?;
+        visit(start + t, &rows[t * n..(t + 1) * n], slot)?;
     }
     Ok(true)
 }
