@@ -141,10 +141,10 @@ fn spectral_rejects_bad_input() {
 /// Every asymmetric pair is found wherever it sits relative to the scan's
 /// vector tiles (4 x 4) and steps (64 rows): inside a tile, next to the
 /// diagonal, in the fringe rows and columns a tile leaves, in the last row;
-/// in float64 and float32, sequential and parallel sizes.
+/// in float64 and float32, sequential and parallel (from 1,024 rows) sizes.
 #[test]
 fn spectral_finds_every_asymmetric_pair() {
-    for n in [5usize, 9, 66, 131, 257, 262] {
+    for n in [5usize, 9, 66, 131, 257, 262, 1030] {
         let (base, _) = clustered(n, 2, 8, 0.3, n as u64);
         let last = n - 1;
         let pairs = [(0, 1), (1, 2), (2, 7 % n), (3, last), (last - 1, last), (n / 2, n / 2 + 1), (64 % n, last), (0, last)];

@@ -132,8 +132,10 @@ pub(crate) fn scan_square<T: Real, R: Send>(
 /// symmetry check and the visit), and the width of a symmetry tile.
 const FAST_ROWS: usize = 64;
 const FAST_COLS: usize = 32;
-/// From this size the steps of the fast scan run on rayon's threads.
-const PARALLEL_ROWS: usize = 256;
+/// From this size the steps of the fast scan run on rayon's threads (below
+/// it, as for the spectral product, a parallel pass gains less than a
+/// waiting worker can cost; see `product::PARALLEL_FROM`).
+const PARALLEL_ROWS: usize = 1024;
 
 /// The common case, finite symmetric input, in one pass (no transposed copy
 /// of the matrix): per step of FAST_ROWS rows, a finiteness check of those
