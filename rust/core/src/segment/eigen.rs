@@ -102,8 +102,7 @@ pub(crate) fn top_eigenvectors<E: Real>(op: &Operator<'_, E>, k: usize, start: &
         basis.col_as_slice_mut(0).iter_mut().zip(start).for_each(|(q, s)| *q = s / start_norm);
     }
     let mut block = Mat::<f64>::from_fn(n, b, |_, _| stream.next());
-    project_out(&mut block, basis.subcols(0, locked));
-    orthonormalize(&mut block, basis.subcols(0, locked), &vec![1.0; b], &mut stream);
+    orthonormalize_beside(&mut block, basis.subcols(0, locked), &mut stream);
     basis.subcols_mut(locked, b).copy_from(&block);
 
     let mut projected = Mat::<f64>::zeros(cap, cap);
@@ -188,8 +187,7 @@ pub(crate) fn top_eigenvectors<E: Real>(op: &Operator<'_, E>, k: usize, start: &
         // Explicit restart from the b best Ritz vectors other than the
         // locked one (the best), made orthogonal to it again.
         let mut restart = Mat::<f64>::from_fn(n, b, |i, c| ritz[(i, c + locked)]);
-        project_out(&mut restart, basis.subcols(0, locked));
-        orthonormalize(&mut restart, basis.subcols(0, locked), &vec![1.0; b], &mut stream);
+        orthonormalize_beside(&mut restart, basis.subcols(0, locked), &mut stream);
         basis.subcols_mut(locked, b).copy_from(&restart);
     }
     if ritz.ncols() >= k {
@@ -215,6 +213,13 @@ fn project_out(w: &mut Mat<f64>, q: MatRef<'_, f64>) -> Mat<f64> {
         h += &h2;
     }
     h
+}
+
+/// Makes the columns of a new block `w` orthonormal and orthogonal to `q`
+/// (the locked vector, or nothing): a start or restart block.
+fn orthonormalize_beside(w: &mut Mat<f64>, q: MatRef<'_, f64>, stream: &mut Stream) {
+    project_out(w, q);
+    orthonormalize(w, q, &vec![1.0; w.ncols()], stream);
 }
 
 /// Residuals above this many times the tolerance skip the next check.

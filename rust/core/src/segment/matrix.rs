@@ -191,8 +191,8 @@ unsafe fn fast_step_avx2<T: Real, R>(
 
 /// Rows `start..start + slots.len()`: finiteness, symmetry against their
 /// mirror, then the visit of each; `Ok(false)` if an entry is not finite or
-/// a pair is asymmetric (nothing visited then). `rows` holds the step's rows converted to
-/// float64 (float64 input is read in place).
+/// a pair is asymmetric (nothing visited then). `rows` holds the step's
+/// rows converted to float64 (float64 input is read in place).
 #[inline(always)]
 fn fast_step<T: Real, R, const AVX2: bool>(
     data: &[T],

@@ -234,9 +234,6 @@ impl<E: Real> Product<'_, E> {
             match group {
                 1 => self.pair_group_avx2::<1>(i, first, partial),
                 2 => self.pair_group_avx2::<2>(i, first, partial),
-                3 => self.pair_group_avx2::<3>(i, first, partial),
-                4 => self.pair_group_avx2::<4>(i, first, partial),
-                5 => self.pair_group_avx2::<5>(i, first, partial),
                 _ => self.pair_group_avx2::<SYMMETRIC_GROUP>(i, first, partial),
             }
             first += group;

@@ -124,34 +124,34 @@ fn cluster<T: Real>(
     drop(copy);
 
     let k = n_clusters;
-    // embedding = eigenvectors / dd, one row per item.
+    // embedding = eigenvectors / dd, column-major: maps[c * n + i] is item
+    // i's coordinate c (the loops below then run down contiguous columns).
     let mut maps: Vec<f64> =
-        (0..n).flat_map(|i| (0..k).map(move |c| (i, c))).map(|(i, c)| vectors[(i, c)] / scale[i]).collect();
-    sign_flip(&mut maps, n, k);
+        (0..k).flat_map(|c| (0..n).map(move |i| (i, c))).map(|(i, c)| vectors[(i, c)] / scale[i]).collect();
+    sign_flip(&mut maps, n);
     // The ARPACK start vector is drawn before discretisation's row pick.
     let mut rng = Mt19937::new(seed);
     rng.skip_uniform(n);
     let labels = match assign {
-        AssignLabels::Discretize => discretize(&maps, n, k, &mut rng)?,
+        AssignLabels::Discretize => discretize(maps, n, k, &mut rng)?,
         AssignLabels::ClusterQr => cluster_qr(&maps, n, k)?,
     };
     Ok(labels.into_iter().map(|l| l as i64).collect())
 }
 
-/// `_deterministic_vector_sign_flip`: each eigenvector's largest-magnitude
-/// entry (the first, on ties) becomes positive.
-fn sign_flip(maps: &mut [f64], n: usize, k: usize) {
-    for c in 0..k {
+/// `_deterministic_vector_sign_flip` on the column-major embedding: each
+/// eigenvector's largest-magnitude entry (the first, on ties) becomes
+/// positive.
+fn sign_flip(maps: &mut [f64], n: usize) {
+    for column in maps.chunks_exact_mut(n) {
         let mut best = 0;
         for i in 1..n {
-            if maps[i * k + c].abs() > maps[best * k + c].abs() {
+            if column[i].abs() > column[best].abs() {
                 best = i;
             }
         }
-        if maps[best * k + c] < 0.0 {
-            for i in 0..n {
-                maps[i * k + c] = -maps[i * k + c];
-            }
+        if column[best] < 0.0 {
+            column.iter_mut().for_each(|x| *x = -*x);
         }
     }
 }
@@ -166,8 +166,7 @@ fn argmax(row: &[f64]) -> usize {
     best
 }
 
-/// `sum(x[r] * y[r])` added in index order (as the reference computes it,
-/// so ties between clusters resolve the same way).
+/// `sum(x[r] * y[r])`, added in index order.
 #[inline(always)]
 fn dot_in_order(x: &[f64], y: &[f64]) -> f64 {
     x.iter().zip(y).map(|(a, b)| a * b).sum()
@@ -177,35 +176,32 @@ fn svd_failed() -> Error {
     Error::invalid("affinity", "the SVD in the label assignment did not converge; check the matrix for extreme values")
 }
 
-/// `sklearn.cluster._spectral.discretize` (Yu & Shi 2003), on the embedding
-/// `maps` (row i = item i). It works on a column-major copy: every loop then
-/// runs down a column of n items in vector lanes (row by row, the short
-/// k-length loops cost more than their arithmetic). Each sum still adds its
-/// terms in the reference's order.
-fn discretize(maps: &[f64], n: usize, k: usize, rng: &mut Mt19937) -> Result<Vec<usize>> {
+/// `sklearn.cluster._spectral.discretize` (Yu & Shi 2003), on the
+/// column-major embedding `v`: every loop runs down a column of n items in
+/// vector lanes (row by row, the short k-length loops cost more than their
+/// arithmetic). Each sum still adds its terms in the reference's order.
+fn discretize(v: Vec<f64>, n: usize, k: usize, rng: &mut Mt19937) -> Result<Vec<usize>> {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the running CPU has AVX2, all `discretize_avx2` is
             // compiled for.
-            return unsafe { discretize_avx2(maps, n, k, rng) };
+            return unsafe { discretize_avx2(v, n, k, rng) };
         }
     }
-    discretize_columns(maps, n, k, rng)
+    discretize_columns(v, n, k, rng)
 }
 
 /// 4-lane vectors for the column loops (the same operations in the same
 /// order: the results do not change).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn discretize_avx2(maps: &[f64], n: usize, k: usize, rng: &mut Mt19937) -> Result<Vec<usize>> {
-    discretize_columns(maps, n, k, rng)
+unsafe fn discretize_avx2(v: Vec<f64>, n: usize, k: usize, rng: &mut Mt19937) -> Result<Vec<usize>> {
+    discretize_columns(v, n, k, rng)
 }
 
 #[inline(always)]
-fn discretize_columns(maps: &[f64], n: usize, k: usize, rng: &mut Mt19937) -> Result<Vec<usize>> {
-    // v[c * n + i] = maps[i * k + c].
-    let mut v: Vec<f64> = (0..k).flat_map(|c| (0..n).map(move |i| (i, c))).map(|(i, c)| maps[i * k + c]).collect();
+fn discretize_columns(mut v: Vec<f64>, n: usize, k: usize, rng: &mut Mt19937) -> Result<Vec<usize>> {
     let norm_ones = (n as f64).sqrt();
     for column in v.chunks_exact_mut(n) {
         let length = column.iter().map(|x| x * x).sum::<f64>().sqrt();
@@ -298,11 +294,14 @@ fn project(v: &[f64], weights: &[f64], out: &mut [f64]) {
     }
 }
 
-/// `sklearn.cluster._spectral.cluster_qr` (Damle, Minden & Ying 2019).
-fn cluster_qr(v: &[f64], n: usize, k: usize) -> Result<Vec<usize>> {
+/// `sklearn.cluster._spectral.cluster_qr` (Damle, Minden & Ying 2019), on
+/// the column-major embedding `maps`.
+fn cluster_qr(maps: &[f64], n: usize, k: usize) -> Result<Vec<usize>> {
+    // Row-major here (each step works on whole rows): v[i * k + c].
+    let v: Vec<f64> = (0..n).flat_map(|i| (0..k).map(move |c| maps[c * n + i])).collect();
     // Column-pivoted QR of v^T: pick the k rows of v with the largest norm
     // remaining after projecting out the rows already picked.
-    let mut residual = v.to_vec();
+    let mut residual = v.clone();
     let mut norms: Vec<f64> = residual.chunks_exact(k).map(|r| r.iter().map(|x| x * x).sum()).collect();
     let mut picked = Vec::with_capacity(k);
     for _ in 0..k {
