@@ -14,6 +14,7 @@ mod matrix;
 mod mt19937;
 mod objective;
 mod product;
+mod small_eigen;
 mod solve;
 mod spectral;
 mod windows;

@@ -11,13 +11,14 @@
 //! repeated eigenvalues (one per connected component) that a single-vector
 //! Lanczos can miss. A product reads the whole n x n matrix, which is what
 //! costs at n = 2,000, so the loop is organised to read it once per step.
-//! Small dense problems (Rayleigh-Ritz, or tiny n) go to faer's eigensolver.
+//! Small dense problems (Rayleigh-Ritz, or tiny n) go to `small_eigen`.
 
 use faer::linalg::matmul::matmul;
-use faer::{Accum, Mat, MatRef, Par, Side};
+use faer::{Accum, Mat, MatRef, Par};
 
 use super::matrix::Real;
 use super::product::product;
+use super::small_eigen::symmetric_eigen;
 use crate::{Error, Result};
 
 /// Krylov blocks per restart cycle (the basis holds `1 + (STEPS + 1) * b`
@@ -81,19 +82,20 @@ fn not_converged() -> Error {
 /// returned pair's residual `||M u - theta u||` (`||M|| <= 1`).
 pub(crate) fn top_eigenvectors<E: Real>(op: &Operator<'_, E>, k: usize, start: &[f64], tol: f64) -> Result<Mat<f64>> {
     let n = op.n;
-    // k - 1 vectors to find besides `start`, and one spare column: wider
-    // blocks did not converge in fewer products (n = 200-2,000, k = 6: four
-    // products for block widths k to k + 4) and each column costs in the
-    // orthogonalisation and the Rayleigh-Ritz step.
-    let b = k.min(n);
-    if n <= DENSE_MAX || n < 4 * b {
-        return dense_top(op, k);
-    }
     // The known eigenvector (eigenvalue 1, the largest) is locked in front
     // of the Krylov blocks rather than carried in one: its product would
     // only reproduce it, so every block column stays free for the others.
     let start_norm = norm(start);
     let locked = usize::from(start_norm > 0.0 && start_norm.is_finite());
+    // Blocks as wide as the vectors still to find, k - 1 beside `start`: a
+    // spare column (or up to 5) did not save a product (n = 200-2,000,
+    // k = 6: four products at every width from k - 1 to k + 4), and each
+    // column costs in the products, the orthogonalisation and the
+    // Rayleigh-Ritz step (whose cost grows with the cube of the width).
+    let b = (k - locked).clamp(1, n);
+    if n <= DENSE_MAX || n < 4 * b {
+        return dense_top(op, k);
+    }
     let steps = MAX_STEPS.min((n - locked) / b - 1);
     let cap = locked + (steps + 1) * b;
     let mut stream = Stream(0x5eed);
@@ -152,16 +154,15 @@ pub(crate) fn top_eigenvectors<E: Real>(op: &Operator<'_, E>, k: usize, start: &
                 couple(&mut projected, &coupling, lo, m);
                 continue;
             }
-            let evd = projected.submatrix(0, 0, m, m).self_adjoint_eigen(Side::Lower).map_err(|_| not_converged())?;
-            let vectors = evd.U();
+            let evd = symmetric_eigen(m, |r, c| projected[(r, c)]).ok_or_else(not_converged)?;
             let residual = (0..k)
                 .map(|t| {
-                    let col = m - 1 - t;
+                    let vector = evd.vector(m - 1 - t);
                     let mut r2 = 0.0;
                     for row in 0..b {
                         let mut s = 0.0;
                         for c in row..b {
-                            s += coupling[(row, c)] * vectors[(lo + c, col)];
+                            s += coupling[(row, c)] * vector[lo + c];
                         }
                         r2 += s * s;
                     }
@@ -173,7 +174,7 @@ pub(crate) fn top_eigenvectors<E: Real>(op: &Operator<'_, E>, k: usize, start: &
             // Ritz vectors are formed only when returned or restarted from.
             if converged || j + 1 == steps {
                 let take = if converged { k } else { b + locked };
-                let top = Mat::<f64>::from_fn(m, take, |r, t| vectors[(r, m - 1 - t)]);
+                let top = Mat::<f64>::from_fn(m, take, |r, t| evd.vector(m - 1 - t)[r]);
                 ritz = Mat::zeros(n, take);
                 matmul(ritz.as_mut(), Accum::Replace, basis.subcols(0, m), top.as_ref(), 1.0, Par::Seq);
                 if converged {
@@ -239,9 +240,9 @@ fn couple(projected: &mut Mat<f64>, coupling: &Mat<f64>, lo: usize, m: usize) {
 
 fn dense_top<E: Real>(op: &Operator<'_, E>, k: usize) -> Result<Mat<f64>> {
     let n = op.n;
-    let evd = op.dense().self_adjoint_eigen(Side::Lower).map_err(|_| not_converged())?;
-    let vectors = evd.U();
-    Ok(Mat::from_fn(n, k, |i, t| vectors[(i, n - 1 - t)]))
+    let dense = op.dense();
+    let evd = symmetric_eigen(n, |i, j| dense[(i, j)]).ok_or_else(not_converged)?;
+    Ok(Mat::from_fn(n, k, |i, t| evd.vector(n - 1 - t)[i]))
 }
 
 #[inline(always)]
