@@ -256,7 +256,7 @@ const DOT_LANES: usize = 16;
 /// In independent accumulators: a single running sum is bound by the
 /// add latency, and these dots are most of the orthogonalisation.
 #[inline(always)]
-fn dot(x: &[f64], y: &[f64]) -> f64 {
+pub(super) fn dot(x: &[f64], y: &[f64]) -> f64 {
     let mut acc = [0.0f64; DOT_LANES];
     let (xc, yc) = (x.chunks_exact(DOT_LANES), y.chunks_exact(DOT_LANES));
     let tail: f64 = xc.remainder().iter().zip(yc.remainder()).map(|(a, b)| a * b).sum();

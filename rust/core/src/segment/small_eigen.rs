@@ -9,6 +9,8 @@
 //! `spectral_clustering` call. faer stays the reference this is tested
 //! against, and takes over from FAER_FROM.
 
+use super::eigen::dot;
+
 /// Sweeps of the QL iteration allowed per eigenvalue before giving up
 /// (2-3 are typical; EISPACK allows 30).
 const MAX_SWEEPS: usize = 60;
@@ -176,20 +178,6 @@ fn tridiagonalize(v: &mut [f64], d: &mut [f64], e: &mut [f64], n: usize) {
     }
     v[at(n - 1, n - 1)] = 1.0;
     e[0] = 0.0;
-}
-
-/// In 4 independent sums (one running sum is bound by the add latency).
-#[inline(always)]
-fn dot(x: &[f64], y: &[f64]) -> f64 {
-    let mut acc = [0.0f64; 4];
-    let (xc, yc) = (x.chunks_exact(4), y.chunks_exact(4));
-    let tail: f64 = xc.remainder().iter().zip(yc.remainder()).map(|(a, b)| a * b).sum();
-    for (a, b) in xc.zip(yc) {
-        for l in 0..4 {
-            acc[l] += a[l] * b[l];
-        }
-    }
-    acc.iter().sum::<f64>() + tail
 }
 
 /// `sqrt(a^2 + b^2)`; `hypot` (a libm call, without the overflow) only when
