@@ -1,6 +1,6 @@
 """negotiate_budget and plan_layers per call from Python, 8 layers, against a
 pure-Python transcription of the published OpenScroll negotiation (phases 2-3,
-without ctxengine's fixes) in the same run. Target (issue 3): under 10 µs per
+without ctxfold's fixes) in the same run. Target (issue 3): under 10 µs per
 call."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import ctxengine
+import ctxfold
 
 TOTAL = 12_000
 # (min, ideal, max, priority, elasticity[, fixed]) for the eight standard layers.
@@ -64,19 +64,19 @@ def openscroll_reference(total: int, layers: list[tuple]) -> list[int]:
 
 
 @pytest.mark.benchmark(group="negotiate_budget, 8 layers")
-def test_negotiate_ctxengine(benchmark):
-    alloc = benchmark(ctxengine.negotiate_budget, TOTAL, LAYERS)
+def test_negotiate_ctxfold(benchmark):
+    alloc = benchmark(ctxfold.negotiate_budget, TOTAL, LAYERS)
     assert alloc.allocated == TOTAL
 
 
 @pytest.mark.benchmark(group="negotiate_budget, 8 layers")
-def test_negotiate_ctxengine_named(benchmark):
-    benchmark(ctxengine.negotiate_budget, TOTAL, NAMED)
+def test_negotiate_ctxfold_named(benchmark):
+    benchmark(ctxfold.negotiate_budget, TOTAL, NAMED)
 
 
 @pytest.mark.benchmark(group="negotiate_budget, 8 layers")
-def test_negotiate_ctxengine_array(benchmark):
-    benchmark(ctxengine.negotiate_budget, TOTAL, ARRAY)
+def test_negotiate_ctxfold_array(benchmark):
+    benchmark(ctxfold.negotiate_budget, TOTAL, ARRAY)
 
 
 @pytest.mark.benchmark(group="negotiate_budget, 8 layers")
@@ -85,9 +85,9 @@ def test_negotiate_python_reference(benchmark):
 
 
 @pytest.mark.benchmark(group="plan_layers")
-def test_plan_layers_ctxengine(benchmark):
+def test_plan_layers_ctxfold(benchmark):
     alloc = benchmark(
-        ctxengine.plan_layers,
+        ctxfold.plan_layers,
         TOTAL,
         message_count=40,
         conversation_tokens=20_000,

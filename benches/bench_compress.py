@@ -2,12 +2,12 @@
 and peers measured in the same run.
 
 Groups (compare the rows of a group; the README quotes the ratios):
-- ``compress-10k``: `ctxengine.compress(text, 0.15)` (topic segmentation,
+- ``compress-10k``: `ctxfold.compress(text, 0.15)` (topic segmentation,
   static vectors, per-topic extractive summaries in a thread pool; goal:
   under 300 ms on 2 cores) against a pure-Python/numpy reference of the usual
   extractive baseline (scikit-learn TF-IDF sentence vectors + greedy MMR to
   the same token target, the same sentence splitter) and against compress
-  with MiniLM sentence vectors (`ctxengine.Embedder`, uncached: what the
+  with MiniLM sentence vectors (`ctxfold.Embedder`, uncached: what the
   default would cost without the static table; one round);
 - ``summarize-10k``: one `ExtractiveSummarizer.summarize` call on the whole
   text (no topic split) against the same TF-IDF + MMR reference.
@@ -28,11 +28,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ctxengine import Embedder, ExtractiveSummarizer, compress, get_tokenizer
-from ctxengine.extractive import split_sentences
+from ctxfold import Embedder, ExtractiveSummarizer, compress, get_tokenizer
+from ctxfold.extractive import split_sentences
 
 REPO = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("CTXENGINE_SHARED_DATA", REPO.parent / "shared" / "data"))  # as benches/conftest.py
+DATA = Path(os.environ.get("CTXFOLD_SHARED_DATA", REPO.parent / "shared" / "data"))  # as benches/conftest.py
 ORACLE = DATA / "conversations" / "longmemeval_oracle"
 TOKENS = 10_000
 RATIO = 0.15
@@ -99,7 +99,7 @@ def warm(fn: Callable[[], object]) -> Callable[[], object]:
 
 
 @pytest.mark.benchmark(group="compress-10k")
-def test_ctxengine_compress(benchmark) -> None:
+def test_ctxfold_compress(benchmark) -> None:
     result = benchmark(warm(lambda: compress(TEXT, RATIO, progress=False)))
     assert result.tokens <= result.target_tokens
     print(f"\n[compress-10k] {result.source_tokens} -> {result.tokens} tokens, {len(result.chunks)} topics, "
@@ -107,7 +107,7 @@ def test_ctxengine_compress(benchmark) -> None:
 
 
 @pytest.mark.benchmark(group="compress-10k")
-def test_ctxengine_compress_workers1(benchmark) -> None:
+def test_ctxfold_compress_workers1(benchmark) -> None:
     result = benchmark(warm(lambda: compress(TEXT, RATIO, progress=False, workers=1)))
     assert result.tokens <= result.target_tokens
 
@@ -126,7 +126,7 @@ def test_minilm_compress(benchmark) -> None:
 
 
 @pytest.mark.benchmark(group="summarize-10k")
-def test_ctxengine_extractive_summarize(benchmark) -> None:
+def test_ctxfold_extractive_summarize(benchmark) -> None:
     summarizer = ExtractiveSummarizer()
     (out,) = benchmark(warm(lambda: summarizer.summarize([TEXT], TARGET)))
     assert TOK.count(out) <= TARGET

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
-from ctxengine import Embedder
-from ctxengine.models import locate_model
+from ctxfold import Embedder
+from ctxfold.models import locate_model
 from tokenizers import Tokenizer
 
 BATCH = 32
@@ -35,7 +35,7 @@ MAX_LENGTH = 256
 MIXED_COUNT = 96
 UNIFORM_COUNT = 64
 REPO = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("CTXENGINE_SHARED_DATA", REPO.parent / "shared" / "data"))  # as benches/conftest.py
+DATA = Path(os.environ.get("CTXFOLD_SHARED_DATA", REPO.parent / "shared" / "data"))  # as benches/conftest.py
 ORACLE = DATA / "conversations" / "longmemeval_oracle"
 
 
@@ -76,7 +76,7 @@ def uniform_texts(count: int) -> list[str]:
 
 
 class PlainLoop:
-    """What one writes without ctxengine: tokenize a batch, pad to its longest, run, pool."""
+    """What one writes without ctxfold: tokenize a batch, pad to its longest, run, pool."""
 
     def __init__(self, threads: int | None = None) -> None:
         directory = locate_model()
@@ -134,7 +134,7 @@ def test_same_vectors(mixed: list[str], plain: PlainLoop) -> None:
 
 
 @pytest.mark.benchmark(group="embed-mixed")
-def test_mixed_ctxengine(benchmark: Callable[..., object], mixed: list[str]) -> None:
+def test_mixed_ctxfold(benchmark: Callable[..., object], mixed: list[str]) -> None:
     e = Embedder(cache=None, batch_size=BATCH)
     _run(benchmark, e.embed, mixed, rounds=2)
     print(f"\n[bench_embed] padding: {e.stats.padded_tokens / e.stats.tokens_encoded - 1:.0%} extra token slots")
@@ -146,7 +146,7 @@ def test_mixed_plain_loop(benchmark: Callable[..., object], mixed: list[str], pl
 
 
 @pytest.mark.benchmark(group="embed-uniform")
-def test_uniform_ctxengine(benchmark: Callable[..., object]) -> None:
+def test_uniform_ctxfold(benchmark: Callable[..., object]) -> None:
     _run(benchmark, Embedder(cache=None, batch_size=BATCH).embed, uniform_texts(UNIFORM_COUNT), rounds=5)
 
 
@@ -156,7 +156,7 @@ def test_uniform_plain_loop(benchmark: Callable[..., object], plain: PlainLoop) 
 
 
 @pytest.mark.benchmark(group="embed-cached")
-def test_cached_ctxengine(benchmark: Callable[..., object], mixed: list[str]) -> None:
+def test_cached_ctxfold(benchmark: Callable[..., object], mixed: list[str]) -> None:
     e = Embedder(batch_size=BATCH)
     e.embed(mixed)  # warm
     benchmark(e.embed, mixed)
@@ -179,8 +179,8 @@ def test_mixed_paired_ratio(mixed: list[str]) -> None:
         cpu.append((c1 - c0) / (c2 - c1))
     tokens = e.stats.tokens_encoded // len(wall)
     print(
-        f"\n[bench_embed] mixed, 1 thread, alternating pairs, plain loop / ctxengine: "
+        f"\n[bench_embed] mixed, 1 thread, alternating pairs, plain loop / ctxfold: "
         f"CPU time {statistics.median(cpu):.2f}x ({', '.join(f'{r:.2f}' for r in cpu)}), "
         f"wall time {statistics.median(wall):.2f}x ({', '.join(f'{r:.2f}' for r in wall)}); "
-        f"ctxengine {tokens / (c2 - c1):,.0f} tokens per CPU-second"
+        f"ctxfold {tokens / (c2 - c1):,.0f} tokens per CPU-second"
     )

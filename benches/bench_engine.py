@@ -26,7 +26,7 @@ import random
 from typing import Any
 
 import pytest
-from ctxengine import ContextEngine, count_messages, get_tokenizer
+from ctxfold import ContextEngine, count_messages, get_tokenizer
 
 from conftest import SHARED_DATA
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import ctxengine
+import ctxfold
 
 BUDGET = 128_000
 
@@ -63,8 +63,8 @@ def value_of(choices: np.ndarray) -> float:
 
 
 @pytest.mark.benchmark(group="knapsack 10,000 x 3, 128k budget")
-def test_select_options_ctxengine(benchmark):
-    choices, info = benchmark(ctxengine.select_options, COSTS, VALUES, BUDGET, return_info=True)
+def test_select_options_ctxfold(benchmark):
+    choices, info = benchmark(ctxfold.select_options, COSTS, VALUES, BUDGET, return_info=True)
     gap = (info["lp_bound"] - info["value"]) / info["lp_bound"]
     greedy = numpy_greedy(COSTS, VALUES, BUDGET)
     greedy_gap = (info["lp_bound"] - value_of(greedy)) / info["lp_bound"]
@@ -86,8 +86,8 @@ SMALL_COSTS, SMALL_VALUES = context_items(400, seed=1)
 
 
 @pytest.mark.benchmark(group="knapsack 400 x 3, 6k budget (exact DP)")
-def test_select_options_dp_ctxengine(benchmark):
-    _, info = benchmark(ctxengine.select_options, SMALL_COSTS, SMALL_VALUES, 6_000, return_info=True, method="dp")
+def test_select_options_dp_ctxfold(benchmark):
+    _, info = benchmark(ctxfold.select_options, SMALL_COSTS, SMALL_VALUES, 6_000, return_info=True, method="dp")
     assert info["exact"]
 
 

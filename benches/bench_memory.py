@@ -34,8 +34,8 @@ import msgspec
 import numpy as np
 import pytest
 
-from ctxengine import _core
-from ctxengine.memory import Memory, Scope, SqliteStore
+from ctxfold import _core
+from ctxfold.memory import Memory, Scope, SqliteStore
 
 N, DIM, BATCH, FILL_BATCH = 100_000, 384, 1_000, 10_000
 SCOPE = Scope(user_id="bench", conversation_id="c1")
@@ -112,7 +112,7 @@ def sqlite_store(tmp_path_factory):
 
 
 @pytest.mark.benchmark(group="memory search top-10 of 100k x 384 (SQLite)")
-def test_search_ctxengine_sqlite(benchmark, sqlite_store):
+def test_search_ctxfold_sqlite(benchmark, sqlite_store):
     benchmark(search_round(sqlite_store))
 
 
@@ -138,7 +138,7 @@ def test_rank_core_top_k_normalized_float32(benchmark):
 
 
 @pytest.mark.benchmark(group="memory first search after open, 100k x 384 (SQLite)")
-def test_search_cold_ctxengine_sqlite(benchmark, sqlite_store):
+def test_search_cold_ctxfold_sqlite(benchmark, sqlite_store):
     path = sqlite_store.path
 
     def cold():
@@ -149,7 +149,7 @@ def test_search_cold_ctxengine_sqlite(benchmark, sqlite_store):
 
 
 @pytest.mark.benchmark(group="memory add_many 1,000 x 384 (SQLite)")
-def test_add_many_ctxengine_sqlite(benchmark, sqlite_store):
+def test_add_many_ctxfold_sqlite(benchmark, sqlite_store):
     add_round(sqlite_store, benchmark, "SQLite")
 
 
@@ -200,7 +200,7 @@ def pg_store():
     except (PgServerError, OSError) as e:
         pytest.skip(f"no PostgreSQL server for the benchmark: {e}")
     try:
-        from ctxengine.memory import PostgresStore
+        from ctxfold.memory import PostgresStore
 
         store = PostgresStore(server.create_database("bench"))
         fill(store, SCOPE, VECTORS, "PostgreSQL")
@@ -212,10 +212,10 @@ def pg_store():
 
 
 @pytest.mark.benchmark(group="memory search top-10 of 100k x 384 (PostgreSQL)")
-def test_search_ctxengine_postgres(benchmark, pg_store):
+def test_search_ctxfold_postgres(benchmark, pg_store):
     benchmark(search_round(pg_store))
 
 
 @pytest.mark.benchmark(group="memory add_many 1,000 x 384 (PostgreSQL)")
-def test_add_many_ctxengine_postgres(benchmark, pg_store):
+def test_add_many_ctxfold_postgres(benchmark, pg_store):
     add_round(pg_store, benchmark, "PostgreSQL")

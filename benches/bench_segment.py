@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import ctxengine
+import ctxfold
 
 cluster = pytest.importorskip("sklearn.cluster")
 metrics = pytest.importorskip("sklearn.metrics")
@@ -46,9 +46,9 @@ REFERENCE = {case: sklearn_fit(AFFINITY[case[0]], case[1]) for case in CASES}
 
 
 @pytest.mark.parametrize(("n", "assign"), CASES)
-def test_spectral_ctxengine(benchmark, n: int, assign: str) -> None:
+def test_spectral_ctxfold(benchmark, n: int, assign: str) -> None:
     benchmark.group = f"spectral n={n} {assign}"
-    labels = benchmark(ctxengine.spectral_clustering, AFFINITY[n], 6, assign)
+    labels = benchmark(ctxfold.spectral_clustering, AFFINITY[n], 6, assign)
     assert metrics.adjusted_rand_score(REFERENCE[(n, assign)], labels) >= 0.95
 
 
@@ -101,10 +101,10 @@ def texttiling(s: np.ndarray, k: int, w: int = 6) -> list[int]:
     ],
     ids=["n_segments=10", "n_segments=50", "target_tokens=8000,max_tokens=16000", "max_tokens=4000"],
 )
-def test_segment_ctxengine(benchmark, kwargs) -> None:
+def test_segment_ctxfold(benchmark, kwargs) -> None:
     label = ",".join(f"{k}={v}" for k, v in kwargs.items() if k != "tokens")
     benchmark.group = f"segment 2000 blocks {label}"
-    out = benchmark(ctxengine.segment, SIM, **kwargs)
+    out = benchmark(ctxfold.segment, SIM, **kwargs)
     assert (np.diff(out) > 0).all()
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ctxengine import OnnxSeq2SeqSummarizer
+from ctxfold import OnnxSeq2SeqSummarizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from seq2seq_fixture import EOS, PAD, UNK, V, WORDS, weights, write_model  # noqa: E402

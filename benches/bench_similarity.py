@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import ctxengine
+import ctxfold
 
 sklearn_pairwise = pytest.importorskip("sklearn.metrics.pairwise")
 X = np.random.default_rng(0).normal(size=(2000, 384)).astype(np.float32)
@@ -20,8 +20,8 @@ def numpy_cosine(x):
 
 
 @pytest.mark.benchmark(group="cosine 2000x384 float32")
-def test_cosine_ctxengine(benchmark):
-    out = benchmark(ctxengine.cosine_similarity, X)
+def test_cosine_ctxfold(benchmark):
+    out = benchmark(ctxfold.cosine_similarity, X)
     np.testing.assert_allclose(out[:5], numpy_cosine(X)[:5], atol=1e-5)
 
 

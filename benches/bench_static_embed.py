@@ -28,12 +28,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ctxengine import Embedder, StaticEmbedder
+from ctxfold import Embedder, StaticEmbedder
 from tokenizers import Tokenizer
 
 ONNX_TURNS = 48
 REPO = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("CTXENGINE_SHARED_DATA", REPO.parent / "shared" / "data"))  # as benches/conftest.py
+DATA = Path(os.environ.get("CTXFOLD_SHARED_DATA", REPO.parent / "shared" / "data"))  # as benches/conftest.py
 LONGMEMEVAL_S = DATA / "conversations" / "longmemeval_s"
 
 
@@ -97,7 +97,7 @@ def test_reference_agrees(history: list[str], static: StaticEmbedder) -> None:
 
 
 @pytest.mark.benchmark(group="static-vs-onnx")
-def test_turns_ctxengine_static(benchmark: Callable[..., object], history: list[str], static: StaticEmbedder) -> None:
+def test_turns_ctxfold_static(benchmark: Callable[..., object], history: list[str], static: StaticEmbedder) -> None:
     _run(benchmark, static.embed, history[:ONNX_TURNS], rounds=50)
 
 
@@ -107,7 +107,7 @@ def test_turns_onnx_minilm(benchmark: Callable[..., object], history: list[str],
 
 
 @pytest.mark.benchmark(group="static-history")
-def test_history_ctxengine_static(benchmark: Callable[..., object], history: list[str], static: StaticEmbedder) -> None:
+def test_history_ctxfold_static(benchmark: Callable[..., object], history: list[str], static: StaticEmbedder) -> None:
     _run(benchmark, static.embed, history, rounds=10)
 
 

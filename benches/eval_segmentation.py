@@ -6,7 +6,7 @@ Reported per data set: Pk and WindowDiff (lower is better; k = half the mean
 gold segment length, at least 2, as the external check computes it), mean
 over documents, for three methods on the same similarity matrix:
 
-- ``segment``: ``ctxengine.segment(S, n_segments=K)``, the exact DP over the
+- ``segment``: ``ctxfold.segment(S, n_segments=K)``, the exact DP over the
   z-scored evidence objective (see its docstring);
 - ``spectral``: the seed spec's method, ``spectral_clustering(clip(S, 0), K)``
   labels, then a boundary wherever consecutive labels differ (so it may
@@ -17,13 +17,13 @@ over documents, for three methods on the same similarity matrix:
   side, the K - 1 deepest gaps; w = the Pk window (half the mean segment).
 
 Sentence vectors (``--vectors``, a comma-separated list, each row of the table
-one kind; S = ``ctxengine.cosine_similarity`` of the vectors):
+one kind; S = ``ctxfold.cosine_similarity`` of the vectors):
 
-- ``minilm`` (THE DEFAULT): ``ctxengine.Embedder()``, all-MiniLM-L6-v2 (int8
-  ONNX, shipped with ctxengine), unit vectors; the best on every data set and
+- ``minilm`` (THE DEFAULT): ``ctxfold.Embedder()``, all-MiniLM-L6-v2 (int8
+  ONNX, shipped with ctxfold), unit vectors; the best on every data set and
   with every method below. Embedding the 48,000 sentences of the three sets
   takes about 4 minutes on one core; ``--cache DIR`` keeps them as .npy.
-- ``static``: ``ctxengine.StaticEmbedder()``, the static table distilled from
+- ``static``: ``ctxfold.StaticEmbedder()``, the static table distilled from
   MiniLM (3,000x faster, no ONNX Runtime): the fallback when the model cannot
   run; it also meets both targets.
 - ``tfidf``: ``TfidfVectorizer(sublinear_tf=True)`` fitted on each document
@@ -111,7 +111,7 @@ import numpy.typing as npt
 DEFAULT_VECTORS = "minilm"
 
 REPO = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("CTXENGINE_SHARED_DATA", REPO.parent / "shared" / "data"))  # as benches/conftest.py
+DATA = Path(os.environ.get("CTXFOLD_SHARED_DATA", REPO.parent / "shared" / "data"))  # as benches/conftest.py
 SEGMENTATION = DATA / "segmentation"
 
 Document = tuple[list[str], list[int]]  # sentences, gold segment lengths
@@ -163,15 +163,15 @@ def window_diff(ref: list[int], hyp: list[int], n: int, k: int) -> float:
 
 
 def by_segment(s: Matrix, k: int, w: int) -> list[int]:
-    import ctxengine
+    import ctxfold
 
-    return ctxengine.segment(s, n_segments=k).tolist()
+    return ctxfold.segment(s, n_segments=k).tolist()
 
 
 def by_spectral(s: Matrix, k: int, w: int) -> list[int]:
-    import ctxengine
+    import ctxfold
 
-    labels = ctxengine.spectral_clustering(np.clip(s, 0, None), k)
+    labels = ctxfold.spectral_clustering(np.clip(s, 0, None), k)
     return (np.flatnonzero(labels[1:] != labels[:-1]) + 1).tolist()
 
 
@@ -227,9 +227,9 @@ def embed_set(kind: str, name: str, sentences: list[str], cache: Path | None) ->
         v = np.load(path)
         if len(v) == len(sentences):
             return v
-    import ctxengine
+    import ctxfold
 
-    model = ctxengine.StaticEmbedder() if kind == "static" else ctxengine.Embedder(cache=False)
+    model = ctxfold.StaticEmbedder() if kind == "static" else ctxfold.Embedder(cache=False)
     v = np.asarray(model.embed(sentences), dtype=np.float32)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -240,7 +240,7 @@ def embed_set(kind: str, name: str, sentences: list[str], cache: Path | None) ->
 def similarities(kind: str, name: str, documents: list[Document], cache: Path | None) -> list[Matrix]:
     """The similarity matrix of every document for one kind of vectors; a
     fusion ``a+b`` averages the two cosine matrices."""
-    import ctxengine
+    import ctxfold
 
     if "+" in kind:
         parts = [similarities(k, name, documents, cache) for k in kind.split("+")]
@@ -248,13 +248,13 @@ def similarities(kind: str, name: str, documents: list[Document], cache: Path | 
     if kind in EMBEDDINGS:
         flat = embed_set(kind, name, [x for sents, _ in documents for x in sents], cache)
         cuts = np.cumsum([len(sents) for sents, _ in documents])[:-1]
-        return [np.asarray(ctxengine.cosine_similarity(v)) for v in np.split(flat, cuts)]
+        return [np.asarray(ctxfold.cosine_similarity(v)) for v in np.split(flat, cuts)]
     vectorizer = None
     if kind == "tfidf-corpus":
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         vectorizer = TfidfVectorizer(sublinear_tf=True).fit([x for sents, _ in documents for x in sents])
-    return [np.asarray(ctxengine.cosine_similarity(tfidf_vectors(sents, vectorizer))) for sents, _ in documents]
+    return [np.asarray(ctxfold.cosine_similarity(tfidf_vectors(sents, vectorizer))) for sents, _ in documents]
 
 
 def evaluate(
@@ -296,7 +296,7 @@ def main() -> int:
     parser.add_argument("--cache", type=Path, default=None, help="directory caching the embeddings (.npy)")
     args = parser.parse_args()
     if not SEGMENTATION.is_dir():
-        print(f"skipped: evaluation data not found at {SEGMENTATION} (set CTXENGINE_SHARED_DATA)")
+        print(f"skipped: evaluation data not found at {SEGMENTATION} (set CTXFOLD_SHARED_DATA)")
         return 0
     kinds = list(ALL) if args.vectors == "all" else args.vectors.split(",")
     for kind in kinds:

@@ -40,7 +40,7 @@ import numpy.typing as npt
 REPO = Path(__file__).resolve().parent.parent
 SOURCE_DIR = REPO / "models" / "all-MiniLM-L6-v2"
 OUT_DIR = REPO / "models" / "minilm-static"
-FORMAT = "ctxengine-static-1"
+FORMAT = "ctxfold-static-1"
 TOKENIZER_MODEL = "all-MiniLM-L6-v2"
 
 DIM = 256

@@ -14,7 +14,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # system, a temporary directory, a free loopback port). `pg_dsn` is one database
 # for the session; `pg_fresh_dsn` creates a new empty database for one test and
 # drops it afterwards. When no server can be started the tests that use them
-# skip with the reason, except when CTXENGINE_REQUIRE_POSTGRES is set (to
+# skip with the reason, except when CTXFOLD_REQUIRE_POSTGRES is set (to
 # anything but "", 0, false or no; .ci/run sets it): there they fail, since that
 # CI must run them. (Not the generic CI variable: GitHub's wheel runners set it
 # and have no server to start on every platform.)
@@ -25,7 +25,7 @@ _pg_db_numbers = _itertools.count()
 
 
 def _postgres_required() -> bool:
-    return _os.environ.get("CTXENGINE_REQUIRE_POSTGRES", "").strip().lower() not in ("", "0", "false", "no")
+    return _os.environ.get("CTXFOLD_REQUIRE_POSTGRES", "").strip().lower() not in ("", "0", "false", "no")
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +39,7 @@ def pg_server():
     except (PgServerError, OSError) as e:
         message = f"no PostgreSQL server could be started for the tests: {e}"
         if _postgres_required():
-            pytest.fail(message + " (CTXENGINE_REQUIRE_POSTGRES is set, so this fails instead of skipping)", pytrace=False)
+            pytest.fail(message + " (CTXFOLD_REQUIRE_POSTGRES is set, so this fails instead of skipping)", pytrace=False)
         pytest.skip(message)
     try:
         yield server
@@ -48,7 +48,7 @@ def pg_server():
 
 
 def _new_database(server) -> str:
-    name = f"ctxengine_test_{_os.getpid()}_{next(_pg_db_numbers)}"
+    name = f"ctxfold_test_{_os.getpid()}_{next(_pg_db_numbers)}"
     server.create_database(name)
     return name
 

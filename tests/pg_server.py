@@ -149,7 +149,7 @@ class PgServer:
                     "running as root and there is no `postgres` system user to run initdb as "
                     "(initdb refuses root); install the postgresql package or run as a normal user"
                 ) from e
-        self.tmp = Path(tempfile.mkdtemp(prefix="ctxengine-pg-"))
+        self.tmp = Path(tempfile.mkdtemp(prefix="ctxfold-pg-"))
         try:
             self.socket_dir.mkdir()
             if self._as_postgres:

@@ -176,7 +176,7 @@ def _initializers(w: Weights, names: tuple[str, ...]) -> list[onnx.TensorProto]:
 
 
 def _model(graph: onnx.GraphProto) -> onnx.ModelProto:
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="ctxengine-tests")
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="ctxfold-tests")
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import ctxengine as ce
-from ctxengine import InvalidInputError, InvalidTypeError
+import ctxfold as ce
+from ctxfold import InvalidInputError, InvalidTypeError
 
 STANDARD = ["identity", "preferences", "topic", "entity", "conversation_arc", "retrieval", "history", "user_message"]
 

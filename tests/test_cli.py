@@ -1,5 +1,5 @@
-"""The `ctxengine` command, run in-process through `main(argv)` and once as a
-real subprocess (`python -m ctxengine.cli`)."""
+"""The `ctxfold` command, run in-process through `main(argv)` and once as a
+real subprocess (`python -m ctxfold.cli`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ctxengine.cli import main
+from ctxfold.cli import main
 
 
 def conversation(tmp_path):
@@ -63,10 +63,10 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, argv) -> None:
     argv = [a.replace("{conv}", str(path)).replace("{bad}", str(bad)) for a in argv]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("ctxengine ") and "\n" not in err
+    assert err.startswith("ctxfold ") and "\n" not in err
 
 
 def test_help_on_every_subcommand() -> None:
     for sub in ("fit", "analyze", "count"):
-        done = subprocess.run([sys.executable, "-m", "ctxengine.cli", sub, "--help"], capture_output=True, text=True)
-        assert done.returncode == 0 and "usage: ctxengine" in done.stdout
+        done = subprocess.run([sys.executable, "-m", "ctxfold.cli", sub, "--help"], capture_output=True, text=True)
+        assert done.returncode == 0 and "usage: ctxfold" in done.stdout

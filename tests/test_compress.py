@@ -10,18 +10,18 @@ import math
 import random
 
 import pytest
-from ctxengine import (
+from ctxfold import (
     CallableSummarizer,
     CompressionResult,
-    CtxEngineError,
+    CtxFoldError,
     ExtractiveSummarizer,
     InvalidInputError,
     InvalidTypeError,
     compress,
     get_tokenizer,
 )
-from ctxengine.extractive import TermVectorEmbedder, is_source_wording
-from ctxengine.progress import MIN_ITEMS, ProgressBar, progress_wanted
+from ctxfold.extractive import TermVectorEmbedder, is_source_wording
+from ctxfold.progress import MIN_ITEMS, ProgressBar, progress_wanted
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -225,7 +225,7 @@ def test_bad_input_raises_clear_errors(kwargs: dict, error: type, words: str) ->
     text = args.pop("text")
     with pytest.raises(error, match=words) as info:
         compress(text, **args)
-    assert isinstance(info.value, CtxEngineError)
+    assert isinstance(info.value, CtxFoldError)
 
 
 class FakeTerminal(io.StringIO):
@@ -234,7 +234,7 @@ class FakeTerminal(io.StringIO):
 
 
 def test_progress_bar_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("CTXENGINE_PROGRESS", raising=False)
+    monkeypatch.delenv("CTXFOLD_PROGRESS", raising=False)
     term = FakeTerminal()
     with ProgressBar(8, "compress", stream=term, delay=0) as bar:
         for _ in range(8):
@@ -251,13 +251,13 @@ def test_progress_bar_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> Non
     assert quick.getvalue() == ""
     assert not progress_wanted(False, 100, term)  # off by the flag
     assert not progress_wanted(True, MIN_ITEMS - 1, term)  # too few chunks to bother
-    monkeypatch.setenv("CTXENGINE_PROGRESS", "0")
+    monkeypatch.setenv("CTXFOLD_PROGRESS", "0")
     assert not progress_wanted(True, 100, term)
 
 
 def test_compress_draws_progress_on_stderr_of_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("CTXENGINE_PROGRESS", raising=False)
-    monkeypatch.setattr("ctxengine.progress.DEFAULT_DELAY", 0.0)
+    monkeypatch.delenv("CTXFOLD_PROGRESS", raising=False)
+    monkeypatch.setattr("ctxfold.progress.DEFAULT_DELAY", 0.0)
     term = FakeTerminal()
     monkeypatch.setattr("sys.stderr", term)
     compress(TEXT, 0.15, embedder=TermVectorEmbedder(), topic_tokens=300, progress=False)
@@ -267,9 +267,9 @@ def test_compress_draws_progress_on_stderr_of_a_terminal(monkeypatch: pytest.Mon
 
 
 def test_module_and_function_both_work() -> None:
-    import ctxengine
-    import ctxengine.compress as module
+    import ctxfold
+    import ctxfold.compress as module
 
-    assert callable(ctxengine.compress)
+    assert callable(ctxfold.compress)
     assert module.CompressionResult is CompressionResult
     assert module("user: hi there", 1.0).text == "user: hi there"

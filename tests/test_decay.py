@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxengine import CtxEngineError, InvalidInputError, InvalidTypeError, decay_weights
+from ctxfold import CtxFoldError, InvalidInputError, InvalidTypeError, decay_weights
 
 
 def importance_factor(imp: float) -> float:
@@ -81,7 +81,7 @@ def test_accepts_lists_and_strided_arrays() -> None:
         ({"ages": [-1.0]}, InvalidInputError, "ages"),
         ({"ages": [float("nan")]}, InvalidInputError, "ages"),
         ({"ages": [[1.0, 2.0]]}, InvalidInputError, "ages"),
-        ({"ages": "abc"}, CtxEngineError, "ages"),
+        ({"ages": "abc"}, CtxFoldError, "ages"),
         ({"ages": [1.0], "importance": [1.2]}, InvalidInputError, "importance"),
         ({"ages": [1.0, 2.0], "importance": [0.5]}, InvalidInputError, "importance"),
         ({"ages": [1.0], "model": "step"}, InvalidInputError, "steps"),

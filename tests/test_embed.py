@@ -9,11 +9,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import ctxengine
+import ctxfold
 import numpy as np
 import onnxruntime as ort
 import pytest
-from ctxengine import (
+from ctxfold import (
     Embedder,
     InvalidInputError,
     InvalidTypeError,
@@ -22,7 +22,7 @@ from ctxengine import (
     ModelNotFoundError,
     models,
 )
-from ctxengine.embed import ATTENTION_LENGTH, RUN_COST, length_buckets
+from ctxfold.embed import ATTENTION_LENGTH, RUN_COST, length_buckets
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
@@ -311,7 +311,7 @@ def test_models_dir_and_env_var_are_honoured(tmp_path: Path, monkeypatch: pytest
 def test_missing_model_names_the_path_and_the_fix(tmp_path: Path) -> None:
     with pytest.raises(ModelNotFoundError) as e:
         Embedder(models_dir=tmp_path)
-    assert str(tmp_path) in str(e.value) and "CTXENGINE_MODELS" in str(e.value)
+    assert str(tmp_path) in str(e.value) and "CTXFOLD_MODELS" in str(e.value)
     (tmp_path / "tokenizer.json").write_text("{}", encoding="utf-8")
     with pytest.raises(FileNotFoundError, match="model.onnx"):
         Embedder(model_dir=tmp_path)
@@ -354,6 +354,6 @@ def test_user_model_dir_with_checksums(tmp_path: Path) -> None:
 
 def test_public_names() -> None:
     for name in ("Embedder", "EmbeddingCache", "MemoryEmbeddingCache"):
-        assert name in ctxengine.__all__ and hasattr(ctxengine, name)
-    assert isinstance(MemoryEmbeddingCache(), ctxengine.EmbeddingCache)
+        assert name in ctxfold.__all__ and hasattr(ctxfold, name)
+    assert isinstance(MemoryEmbeddingCache(), ctxfold.EmbeddingCache)
     assert "dim=384" in repr(Embedder(cache=None))

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxengine import (
+from ctxfold import (
     BudgetError,
     ContextEngine,
     EngineConfig,
@@ -244,7 +244,7 @@ def test_auto_picks_by_pressure() -> None:
 
 
 def test_multi_level_summarises_chunks_at_two_levels_and_caches_them() -> None:
-    from ctxengine import CallableSummarizer
+    from ctxfold import CallableSummarizer
 
     calls: list[str] = []
 
@@ -275,7 +275,7 @@ def test_multi_level_summarises_chunks_at_two_levels_and_caches_them() -> None:
 
 
 def test_summaries_are_cached_by_content() -> None:
-    from ctxengine import CallableSummarizer
+    from ctxfold import CallableSummarizer
 
     calls: list[str] = []
 
@@ -358,7 +358,7 @@ def test_semantic_layer_takes_the_stronger_of_lexical_and_dense() -> None:
     their sum)."""
     import numpy as np
 
-    from ctxengine.scoring import semantic_layer
+    from ctxfold.scoring import semantic_layer
 
     class Marker:
         def encode(self, texts):
@@ -373,8 +373,8 @@ def test_semantic_layer_takes_the_stronger_of_lexical_and_dense() -> None:
 
 
 def test_intent_layer_favours_the_assistant_for_recall_questions() -> None:
-    from ctxengine.conversation import parse_messages
-    from ctxengine.scoring import intent_layer
+    from ctxfold.conversation import parse_messages
+    from ctxfold.scoring import intent_layer
 
     items = parse_messages([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], ENGINE.tokenizer)
     recall = intent_layer(items, "Can you remind me of the name of the restaurant I asked about?")
@@ -385,7 +385,7 @@ def test_intent_layer_favours_the_assistant_for_recall_questions() -> None:
 
 
 def test_neighbour_expansion_pulls_in_the_question_a_kept_answer_replies_to() -> None:
-    from ctxengine.config import DEFAULT_WEIGHTS
+    from ctxfold.config import DEFAULT_WEIGHTS
 
     msgs = []
     for i in range(30):
@@ -459,9 +459,9 @@ def test_structural_compaction_comes_first_in_its_order_and_is_restorable() -> N
 def test_cached_bm25_equals_the_core_index(texts, query) -> None:
     import numpy as np
 
-    from ctxengine import Bm25
-    from ctxengine.engine_cache import EngineCache
-    from ctxengine.scoring import bm25_scores
+    from ctxfold import Bm25
+    from ctxfold.engine_cache import EngineCache
+    from ctxfold.scoring import bm25_scores
 
     cache = EngineCache()
     expected = Bm25(texts).scores(query)
@@ -471,8 +471,8 @@ def test_cached_bm25_equals_the_core_index(texts, query) -> None:
 
 
 def test_a_store_keeps_summaries_and_embeddings_across_engines(tmp_path) -> None:
-    from ctxengine import CallableSummarizer, StaticEmbedder
-    from ctxengine.memory import SqliteStore
+    from ctxfold import CallableSummarizer, StaticEmbedder
+    from ctxfold.memory import SqliteStore
 
     summaries: list[str] = []
     encoded: list[str] = []

@@ -9,15 +9,15 @@ import re
 
 import numpy as np
 import pytest
-from ctxengine import (
-    CtxEngineError,
+from ctxfold import (
+    CtxFoldError,
     ExtractiveSummarizer,
     InvalidInputError,
     InvalidTypeError,
     Summarizer,
     get_tokenizer,
 )
-from ctxengine.extractive import (
+from ctxfold.extractive import (
     TermVectorEmbedder,
     entities,
     is_source_wording,
@@ -210,7 +210,7 @@ def test_tiny_target_and_one_long_sentence() -> None:
 
 
 def test_embedder_choice() -> None:
-    from ctxengine.extractive import default_embedder
+    from ctxfold.extractive import default_embedder
 
     assert callable(default_embedder().embed)
     vectors = TermVectorEmbedder().embed(["red apples", "green apples", "", "trains"])
@@ -244,7 +244,7 @@ def test_embedder_choice() -> None:
 def test_bad_input_raises_clear_errors(texts: object, target: object, error: type, words: str) -> None:
     with pytest.raises(error, match=re.escape(words)) as info:
         ExtractiveSummarizer().summarize(texts, target)  # type: ignore[arg-type]
-    assert isinstance(info.value, CtxEngineError)
+    assert isinstance(info.value, CtxFoldError)
 
 
 def test_bad_arguments() -> None:

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import ctxengine as ce
-from ctxengine import BudgetError, InvalidInputError, InvalidTypeError
+import ctxfold as ce
+from ctxfold import BudgetError, InvalidInputError, InvalidTypeError
 
 
 def plan_value(costs, values, choices):

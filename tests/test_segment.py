@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from sklearn.cluster import SpectralClustering
 from sklearn.metrics import adjusted_rand_score
 
-from ctxengine import CtxEngineError, InvalidInputError, InvalidTypeError, segment, spectral_clustering
+from ctxfold import CtxFoldError, InvalidInputError, InvalidTypeError, segment, spectral_clustering
 
 
 def clustered(n: int, k: int, noise: float = 0.4, seed: int = 0, dim: int = 48) -> tuple[np.ndarray, np.ndarray]:
@@ -118,7 +118,7 @@ def test_spectral_rejects_bad_input(affinity, n_clusters, kwargs, error, fragmen
     with pytest.raises(error) as info:
         spectral_clustering(affinity, n_clusters, **kwargs)
     assert fragment in str(info.value)
-    assert isinstance(info.value, CtxEngineError)
+    assert isinstance(info.value, CtxFoldError)
 
 
 # ---------------------------------------------------------------- segment
@@ -372,7 +372,7 @@ def test_segment_rejects_bad_input(args, kwargs, error, fragment) -> None:
     with pytest.raises(error) as info:
         segment(*args, **kwargs)
     assert fragment in str(info.value)
-    assert isinstance(info.value, CtxEngineError)
+    assert isinstance(info.value, CtxFoldError)
 
 
 def test_segment_single_block_and_trivial_counts() -> None:

@@ -9,10 +9,10 @@ import json
 import shutil
 from pathlib import Path
 
-import ctxengine
+import ctxfold
 import numpy as np
 import pytest
-from ctxengine import (
+from ctxfold import (
     InvalidInputError,
     InvalidTypeError,
     ModelError,
@@ -21,8 +21,8 @@ from ctxengine import (
     Summarizer,
     get_tokenizer,
 )
-from ctxengine.models import sha256_file
-from ctxengine.seq2seq import GenerationConfig, Seq2SeqModel, generate
+from ctxfold.models import sha256_file
+from ctxfold.seq2seq import GenerationConfig, Seq2SeqModel, generate
 from seq2seq_fixture import EOS, PAD, V, chain, reference_greedy, tok, weights, write_model
 
 LAYOUTS = ["merged", "with_past", "no_cache"]
@@ -121,7 +121,7 @@ def test_one_beam_is_greedy(tmp_path: Path) -> None:
     model = Seq2SeqModel(build(tmp_path, RANDOM, history_scale=1.0, cross_scale=1.0, seed=9))
     ids = [tok("theta"), EOS]
     base = model.default_generation().updated(max_new_tokens=10)
-    from ctxengine import seq2seq
+    from ctxfold import seq2seq
 
     assert seq2seq._beam_search(model, model.encode(ids), base) == generate(model, ids, base)
 
@@ -229,7 +229,7 @@ def test_asummarize_and_the_protocol(tmp_path: Path) -> None:
     s = summarizer(build(tmp_path, STRAIGHT))
     assert isinstance(s, Summarizer)
     assert asyncio.run(s.asummarize(["iota", "kappa"], 50)) == ["alpha beta gamma"] * 2
-    assert "OnnxSeq2SeqSummarizer" in ctxengine.__all__
+    assert "OnnxSeq2SeqSummarizer" in ctxfold.__all__
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from ctxengine import Bm25, InvalidInputError, InvalidTypeError, _core, cosine_similarity, top_k
+from ctxfold import Bm25, InvalidInputError, InvalidTypeError, _core, cosine_similarity, top_k
 
 
 def numpy_cosine(x, y=None):

@@ -16,16 +16,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ctxengine import (
-    CtxEngineError,
+from ctxfold import (
+    CtxFoldError,
     InvalidInputError,
     InvalidTypeError,
     ModelError,
     ModelNotFoundError,
     StaticEmbedder,
 )
-from ctxengine.models import locate_model, read_checksums
-from ctxengine.static_embed import STATIC_MODEL_SPEC
+from ctxfold.models import locate_model, read_checksums
+from ctxfold.static_embed import STATIC_MODEL_SPEC
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -190,7 +190,7 @@ def test_models_dir_finds_the_same_table(embedder: StaticEmbedder) -> None:
 def test_missing_directory_names_the_path(tmp_path: Path) -> None:
     with pytest.raises(ModelNotFoundError, match="nowhere") as info:
         StaticEmbedder(tmp_path / "nowhere")
-    assert isinstance(info.value, FileNotFoundError) and isinstance(info.value, CtxEngineError)
+    assert isinstance(info.value, FileNotFoundError) and isinstance(info.value, CtxFoldError)
 
 
 def test_wrong_path_type() -> None:

@@ -9,11 +9,11 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-import ctxengine
+import ctxfold
 import numpy as np
 import pytest
-from ctxengine import CallableSummarizer, InvalidInputError, InvalidTypeError, Summarizer, get_tokenizer
-from ctxengine.summarize import DEFAULT_PROMPT_TEMPLATE, BaseSummarizer, fit_to_tokens
+from ctxfold import CallableSummarizer, InvalidInputError, InvalidTypeError, Summarizer, get_tokenizer
+from ctxfold.summarize import DEFAULT_PROMPT_TEMPLATE, BaseSummarizer, fit_to_tokens
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -257,7 +257,7 @@ def test_empty_list_and_protocol() -> None:
     s = CallableSummarizer(echo_words)
     assert s.summarize([], 10) == []
     assert isinstance(s, Summarizer) and isinstance(s, BaseSummarizer)
-    assert {"Summarizer", "CallableSummarizer", "BaseSummarizer"} <= set(ctxengine.__all__)
+    assert {"Summarizer", "CallableSummarizer", "BaseSummarizer"} <= set(ctxfold.__all__)
 
 
 @settings(max_examples=60, deadline=None)

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import ctxengine
-from ctxengine import (
-    CtxEngineError,
+import ctxfold
+from ctxfold import (
+    CtxFoldError,
     InvalidInputError,
     InvalidTypeError,
     MissingFileError,
@@ -103,15 +103,15 @@ def test_count_until_on_a_large_text_stops_early() -> None:
 
 
 def test_models_and_defaults() -> None:
-    assert ctxengine.encoding_for_model("gpt-4o") == "o200k_base"
-    assert ctxengine.encoding_for_model("gpt-4o-2024-08-06") == "o200k_base"
-    assert ctxengine.encoding_for_model("o4-mini") == "o200k_base"
-    assert ctxengine.encoding_for_model("gpt-3.5-turbo") == "cl100k_base"
+    assert ctxfold.encoding_for_model("gpt-4o") == "o200k_base"
+    assert ctxfold.encoding_for_model("gpt-4o-2024-08-06") == "o200k_base"
+    assert ctxfold.encoding_for_model("o4-mini") == "o200k_base"
+    assert ctxfold.encoding_for_model("gpt-3.5-turbo") == "cl100k_base"
     assert count_tokens("hello world", model="gpt-4") == reference_count("hello world")
     assert count_tokens("hello world") == count_tokens("hello world", encoding="o200k_base")
-    assert set(ctxengine.list_encodings()) == {"cl100k_base", "o200k_base"}
-    assert "gpt-4o" in ctxengine.known_models()
-    assert ctxengine.approximate_tokens("abcdefgh") == 2
+    assert set(ctxfold.list_encodings()) == {"cl100k_base", "o200k_base"}
+    assert "gpt-4o" in ctxfold.known_models()
+    assert ctxfold.approximate_tokens("abcdefgh") == 2
 
 
 def test_tokenizer_object() -> None:
@@ -205,14 +205,14 @@ def test_shipped_minilm_tokenizer_matches_the_tokenizers_package() -> None:
         (lambda: Tokenizer.from_file(3.5), InvalidTypeError, ["path"]),
         (lambda: Tokenizer.from_encoding("cl100k_base").decode([1, 10**7]), InvalidInputError, ["ids[1]"]),
         (lambda: Tokenizer.from_encoding("cl100k_base").decode("abc"), InvalidTypeError, ["ids"]),
-        (lambda: ctxengine.encoding_for_model("nope"), UnknownModelError, ["nope"]),
-        (lambda: ctxengine.approximate_tokens(None), InvalidTypeError, ["text"]),
+        (lambda: ctxfold.encoding_for_model("nope"), UnknownModelError, ["nope"]),
+        (lambda: ctxfold.approximate_tokens(None), InvalidTypeError, ["text"]),
     ],
 )
 def test_errors_name_the_argument(call, error, words) -> None:
     with pytest.raises(error) as raised:
         call()
-    assert isinstance(raised.value, CtxEngineError)
+    assert isinstance(raised.value, CtxFoldError)
     for word in words:
         assert word in str(raised.value)
 
@@ -239,7 +239,7 @@ def test_invalid_tokenizer_file(tmp_path) -> None:
 
 
 def test_import_and_both_encodings_stay_under_150_mb() -> None:
-    """Peak resident memory of a fresh interpreter that imports ctxengine and
+    """Peak resident memory of a fresh interpreter that imports ctxfold and
     loads both vocabularies. Linux's VmHWM is the peak of this process image
     alone (ru_maxrss would include the forking pytest process)."""
     import subprocess
@@ -248,9 +248,9 @@ def test_import_and_both_encodings_stay_under_150_mb() -> None:
     if not sys.platform.startswith("linux"):
         pytest.skip("peak RSS is read from /proc/self/status")
     code = (
-        "import ctxengine\n"
-        "ctxengine.count_tokens('warm up', encoding='cl100k_base')\n"
-        "ctxengine.count_tokens('warm up', encoding='o200k_base')\n"
+        "import ctxfold\n"
+        "ctxfold.count_tokens('warm up', encoding='cl100k_base')\n"
+        "ctxfold.count_tokens('warm up', encoding='o200k_base')\n"
         "status = open('/proc/self/status', encoding='ascii').read()\n"
         "print(status.split('VmHWM:')[1].split()[0])\n"
     )

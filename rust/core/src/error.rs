@@ -1,5 +1,5 @@
 //! One error type for the whole core. The Python binding maps each variant to
-//! one class of the `ctxengine.CtxEngineError` hierarchy, so the variants are
+//! one class of the `ctxfold.CtxFoldError` hierarchy, so the variants are
 //! chosen by what a caller must do about them, not by where they arise.
 
 use std::fmt;

@@ -1,4 +1,4 @@
-//! ctxengine-core: the pure-Rust half of ctxengine.
+//! ctxfold-core: the pure-Rust half of ctxfold.
 //!
 //! No pyo3 here: every function takes plain Rust values (slices, ndarray views)
 //! and returns `Result<_, Error>`, so it can be tested with `cargo test` and

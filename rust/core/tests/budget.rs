@@ -2,8 +2,8 @@
 //! standard layers and every error path.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use ctxengine_core::budget::{negotiate, plan_layers, KnowledgeDepth, Layer, Situation, STANDARD_LAYERS};
-use ctxengine_core::Error;
+use ctxfold_core::budget::{negotiate, plan_layers, KnowledgeDepth, Layer, Situation, STANDARD_LAYERS};
+use ctxfold_core::Error;
 
 struct Rng(u64);
 

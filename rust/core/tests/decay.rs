@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used)]
 
-use ctxengine_core::decay::{decay_weights, DecayModel, DecayOptions};
+use ctxfold_core::decay::{decay_weights, DecayModel, DecayOptions};
 
 fn plain() -> DecayOptions {
     DecayOptions { importance_adjust: false, recent_turns: 0.0, recent_boost: 1.0 }
@@ -39,7 +39,7 @@ fn adaptive_importance_and_recent_boost() {
 
 #[test]
 fn bad_parameters_name_the_argument() {
-    let err = |r: ctxengine_core::Result<Vec<f64>>| r.unwrap_err().to_string();
+    let err = |r: ctxfold_core::Result<Vec<f64>>| r.unwrap_err().to_string();
     let o = DecayOptions::default();
     assert!(err(decay_weights(&[1.0], &DecayModel::Exponential { half_life: 0.0 }, None, None, &o)).starts_with("half_life"));
     assert!(err(decay_weights(&[-1.0], &DecayModel::Adaptive, None, None, &o)).starts_with("ages"));

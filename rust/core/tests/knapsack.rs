@@ -2,8 +2,8 @@
 //! every error path.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use ctxengine_core::knapsack::{select_options, Method, Selection, Settings, Strategy};
-use ctxengine_core::Error;
+use ctxfold_core::knapsack::{select_options, Method, Selection, Settings, Strategy};
+use ctxfold_core::Error;
 use ndarray::Array2;
 
 /// xorshift64*: deterministic and dependency-free.

@@ -1,9 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use ctxengine_core::segment::{
+use ctxfold_core::segment::{
     segment, segmentation_objective, spectral_clustering, AssignLabels, Mt19937, SegmentOptions,
 };
-use ctxengine_core::Error;
+use ctxfold_core::Error;
 use ndarray::Array2;
 
 /// Small deterministic generator for test data.

@@ -2,7 +2,7 @@
 //! against the general two-matrix path and a direct f64 computation.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use ctxengine_core::similarity::cosine;
+use ctxfold_core::similarity::cosine;
 use ndarray::Array2;
 
 fn matrix(n: usize, d: usize, seed: u64) -> Array2<f32> {

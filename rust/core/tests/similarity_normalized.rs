@@ -2,8 +2,8 @@
 //! force ranking of exact scores, and its error paths.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use ctxengine_core::similarity::{quantize_rows, top_k_normalized, Sketch};
-use ctxengine_core::Error;
+use ctxfold_core::similarity::{quantize_rows, top_k_normalized, Sketch};
+use ctxfold_core::Error;
 use ndarray::{Array1, Array2, ArrayView2};
 
 /// A small deterministic generator (xorshift64*), normal-ish via 4 uniforms.
@@ -196,7 +196,7 @@ fn bad_inputs_name_the_argument() {
     assert_eq!(invalid_argument(top_k_normalized(q64.view(), x64.view(), 3, None, Some(sketch))).0, "sketch");
 }
 
-/// Run with `cargo test --release -p ctxengine-core --test similarity_normalized -- --ignored --nocapture`.
+/// Run with `cargo test --release -p ctxfold-core --test similarity_normalized -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn timing_100k_by_384() {

@@ -5,8 +5,8 @@
 
 use std::path::PathBuf;
 
-use ctxengine_core::static_embed::StaticEmbedder;
-use ctxengine_core::Error;
+use ctxfold_core::static_embed::StaticEmbedder;
+use ctxfold_core::Error;
 use ndarray::{Array1, Array2};
 
 fn tokenizer_path() -> PathBuf {

@@ -2,8 +2,8 @@
 //! copy of the vocabularies): a fixed multilingual corpus and random text.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use ctxengine_core::tokens::{Encoding, Side, TokenCounter};
-use ctxengine_core::Error;
+use ctxfold_core::tokens::{Encoding, Side, TokenCounter};
+use ctxfold_core::Error;
 
 fn corpus() -> Vec<String> {
     let mut texts: Vec<String> = [
@@ -143,7 +143,7 @@ fn decode_inverts_encode_and_rejects_unknown_ids() {
 
 #[test]
 fn models_map_to_their_encodings() {
-    let enc = |m| ctxengine_core::tokens::encoding_for_model(m).unwrap();
+    let enc = |m| ctxfold_core::tokens::encoding_for_model(m).unwrap();
     assert_eq!(enc("gpt-4o"), Encoding::O200kBase);
     assert_eq!(enc("gpt-4o-2024-08-06"), Encoding::O200kBase);
     assert_eq!(enc("o4-mini"), Encoding::O200kBase);
@@ -151,7 +151,7 @@ fn models_map_to_their_encodings() {
     assert_eq!(enc("gpt-4"), Encoding::Cl100kBase);
     assert_eq!(enc("gpt-3.5-turbo-0125"), Encoding::Cl100kBase);
     assert_eq!(enc("ft:gpt-4o-mini:acme::abc"), Encoding::O200kBase);
-    let err = ctxengine_core::tokens::encoding_for_model("llama-3").unwrap_err();
+    let err = ctxfold_core::tokens::encoding_for_model("llama-3").unwrap_err();
     let message = err.to_string();
     assert!(message.contains("llama-3") && message.contains("gpt-4o") && message.contains("o200k_base"));
 }

@@ -4,7 +4,7 @@
 //! releasing and re-taking the GIL, so it runs without `py.detach`; the cost
 //! of a call is argument conversion, kept to plain tuple/number reads.
 
-use ctxengine_core::budget::{self, Allocation, KnowledgeDepth, Layer, Situation, STANDARD_LAYERS};
+use ctxfold_core::budget::{self, Allocation, KnowledgeDepth, Layer, Situation, STANDARD_LAYERS};
 use numpy::{IntoPyArray, PyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PySequenceMethods, PyString, PyTuple};
@@ -13,7 +13,7 @@ use crate::errors::{non_negative, py_err, string, wrong_type, InvalidInputError}
 use crate::knapsack::float64_matrix;
 
 /// Tokens granted to each context layer by `negotiate_budget` or `plan_layers`.
-#[pyclass(module = "ctxengine._core", name = "BudgetAllocation", frozen)]
+#[pyclass(module = "ctxfold._core", name = "BudgetAllocation", frozen)]
 pub struct PyBudgetAllocation {
     names: Option<Vec<String>>,
     layers: Vec<Layer>,

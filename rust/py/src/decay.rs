@@ -1,6 +1,6 @@
 //! Recency decay weights for Python: ages in, a float64 array out.
 
-use ctxengine_core::decay::{decay_weights as core_decay, DecayModel, DecayOptions};
+use ctxfold_core::decay::{decay_weights as core_decay, DecayModel, DecayOptions};
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 

@@ -1,16 +1,16 @@
 //! The one conversion from the core's error enum into the Python hierarchy.
-//! The classes live in `ctxengine/errors.py` (so each can also subclass the
+//! The classes live in `ctxfold/errors.py` (so each can also subclass the
 //! fitting built-in) and are imported here on first use.
 
-use ctxengine_core::Error;
+use ctxfold_core::Error;
 use pyo3::prelude::*;
 
-pyo3::import_exception!(ctxengine.errors, InvalidInputError);
-pyo3::import_exception!(ctxengine.errors, InvalidTypeError);
-pyo3::import_exception!(ctxengine.errors, UnknownModelError);
-pyo3::import_exception!(ctxengine.errors, UnknownEncodingError);
-pyo3::import_exception!(ctxengine.errors, MissingFileError);
-pyo3::import_exception!(ctxengine.errors, BudgetError);
+pyo3::import_exception!(ctxfold.errors, InvalidInputError);
+pyo3::import_exception!(ctxfold.errors, InvalidTypeError);
+pyo3::import_exception!(ctxfold.errors, UnknownModelError);
+pyo3::import_exception!(ctxfold.errors, UnknownEncodingError);
+pyo3::import_exception!(ctxfold.errors, MissingFileError);
+pyo3::import_exception!(ctxfold.errors, BudgetError);
 
 /// Orphan rules forbid `impl From<Error> for PyErr` here, so the binding
 /// wraps core results with `.map_err(py_err)`.

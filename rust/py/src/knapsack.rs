@@ -2,7 +2,7 @@
 //! the exact dtype are read in place; lists and other integer/float dtypes
 //! are converted once (never a lossy cast: floats are refused as costs).
 
-use ctxengine_core::knapsack::{self, Selection, Settings, Strategy};
+use ctxfold_core::knapsack::{self, Selection, Settings, Strategy};
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyArrayDescrMethods, PyArrayMethods, PyReadonlyArray2, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyTuple};

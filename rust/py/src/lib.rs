@@ -1,4 +1,4 @@
-//! `ctxengine._core`: thin PyO3 bindings over `ctxengine-core`. Each file wraps
+//! `ctxfold._core`: thin PyO3 bindings over `ctxfold-core`. Each file wraps
 //! one area: convert arguments while holding the GIL, run the core inside
 //! `py.detach`, convert the result back.
 

@@ -2,7 +2,7 @@
 //! float32/float64 matrix in (other numpy dtypes are refused, plain lists
 //! become float64), an int64 array out, the core run with the GIL released.
 
-use ctxengine_core::segment::{self as core, AssignLabels, SegmentOptions};
+use ctxfold_core::segment::{self as core, AssignLabels, SegmentOptions};
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 

@@ -2,7 +2,7 @@
 //! (float32 or float64): X and Y must agree, other dtypes are refused rather
 //! than silently converted; plain lists become float64.
 
-use ctxengine_core::similarity::{self, bm25};
+use ctxfold_core::similarity::{self, bm25};
 use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -212,7 +212,7 @@ fn quantize_rows<'py>(py: Python<'py>, X: &Bound<'py, PyAny>) -> PyResult<Bound<
 }
 
 /// A BM25 index over a list of texts.
-#[pyclass(module = "ctxengine._core", name = "Bm25", frozen)]
+#[pyclass(module = "ctxfold._core", name = "Bm25", frozen)]
 struct PyBm25 {
     index: bm25::Bm25,
 }

@@ -1,10 +1,10 @@
 //! Static embeddings for Python: `StaticTable`, the compiled half of
-//! `ctxengine.StaticEmbedder` (which finds and verifies the files, then hands
+//! `ctxfold.StaticEmbedder` (which finds and verifies the files, then hands
 //! the arrays over).
 
 use std::path::PathBuf;
 
-use ctxengine_core::static_embed::StaticEmbedder;
+use ctxfold_core::static_embed::StaticEmbedder;
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 
@@ -12,7 +12,7 @@ use crate::errors::{py_err, wrong_type, InvalidInputError};
 use crate::text_input::{text as one_text, texts as text_list, Texts};
 
 /// A tokenizer plus a float32 table: text -> unit-norm weighted mean of token rows.
-#[pyclass(module = "ctxengine._core", name = "StaticTable", frozen)]
+#[pyclass(module = "ctxfold._core", name = "StaticTable", frozen)]
 pub struct PyStaticTable {
     inner: StaticEmbedder,
 }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ctxengine_core::tokens::{self, Encoding, Side, TokenCounter};
+use ctxfold_core::tokens::{self, Encoding, Side, TokenCounter};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
 
@@ -13,7 +13,7 @@ use crate::text_input::{text, texts, Texts};
 
 /// An exact token counter: a built-in OpenAI encoding or a Hugging Face
 /// `tokenizer.json`. Immutable, so it is shared across threads freely.
-#[pyclass(module = "ctxengine._core", name = "Tokenizer", frozen)]
+#[pyclass(module = "ctxfold._core", name = "Tokenizer", frozen)]
 pub struct PyTokenizer {
     counter: Arc<TokenCounter>,
 }

@@ -1,0 +1,160 @@
+"""Structural compaction: the cheap, reversible steps taken before anything is
+summarised. Each returns new text and never touches decision, quality_gate,
+trajectory or active_task items."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import msgspec
+
+from ctxfold._core import Tokenizer
+from ctxfold.tokens import message_costs
+from ctxfold.types import Item
+
+__all__ = ["head_tail", "placeholder", "NEVER_COMPACT", "CLEARABLE_KINDS", "superseded_reads", "structural_pass", "apply_edits", "Edit"]
+
+NEVER_COMPACT = frozenset({"decision", "quality_gate", "trajectory", "active_task"})
+#: What may be cleared to a placeholder, in the order it is cleared.
+CLEARABLE_KINDS = ("tool_result", "file_read", "debug_log", "intermediate")
+_PATH = re.compile(r"[\w.~-]*(?:/[\w.-]+)+")
+
+
+def head_tail(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:
+    """`text` cut to its head and tail around an omission marker, at most
+    `max_tokens` tokens in all (the marker included)."""
+    if tokenizer.count_until(text, max_tokens) is not None:
+        return text
+    omitted = tokenizer.count(text)
+    marker = f"\n[... {omitted} tokens omitted ...]\n"
+    room = max(0, max_tokens - tokenizer.count(marker))
+    head = tokenizer.truncate(text, room - room // 3, side="end")
+    tail = tokenizer.truncate(text, room // 3, side="start")
+    out = head + marker + tail
+    while tokenizer.count(out) > max_tokens and (head or tail):
+        # Joining can merge tokens across the seams; give back one token at a time.
+        if len(head) >= len(tail):
+            head = tokenizer.truncate(head, max(0, tokenizer.count(head) - 1))
+        else:
+            tail = tokenizer.truncate(tail, max(0, tokenizer.count(tail) - 1), side="start")
+        out = head + marker + tail
+    return out if tokenizer.count(out) <= max_tokens else tokenizer.truncate(marker.strip(), max_tokens)
+
+
+def placeholder(item: Item) -> str:
+    """What a cleared item leaves behind: enough to know it existed and to get it back."""
+    what = (item.kind or item.role).replace("_", " ")
+    return f"[{what} {item.id} cleared ({item.tokens} tokens); restore with engine.restore({item.id!r})]"
+
+
+def _read_path(item: Item) -> str | None:
+    match = _PATH.search(item.text[:300])
+    return match.group(0) if match else None
+
+
+def superseded_reads(items: Sequence[Item]) -> set[int]:
+    """Indices of file reads whose path is read again later."""
+    last_read: dict[str, int] = {}
+    for i, it in enumerate(items):
+        if it.kind == "file_read" and (path := _read_path(it)):
+            last_read[path] = i
+    return {
+        i for i, it in enumerate(items)
+        if it.kind == "file_read" and (path := _read_path(it)) and last_read[path] != i
+    }
+
+
+class Edit(NamedTuple):
+    """A structural change to one message: its new content and what it counts as."""
+
+    status: str
+    """``summarized`` (cut to head + tail) or ``cleared`` (a placeholder)."""
+    content: str
+    reason: str
+
+
+def structural_pass(
+    items: Sequence[Item],
+    room: int,
+    keep: Sequence[bool],
+    tokenizer: Tokenizer,
+    max_tool_output_tokens: int,
+) -> dict[int, Edit]:
+    """The cheap, reversible steps, taken in order and only until the
+    messages fit `room` tokens: (1) tool output over `max_tool_output_tokens`
+    cut to head + tail with an omission marker; (2) exact duplicates collapsed
+    to a placeholder naming the later copy; then cleared to a restorable
+    placeholder: (3) stale tool results, (4) superseded file reads (the same
+    path read again later), (5) debug logs, (6) intermediate outputs, oldest
+    first. `keep[i]` marks what must not change (protected, the recent
+    turns); decision, quality_gate, trajectory and active_task items are never
+    touched."""
+    edits: dict[int, Edit] = {}
+    total = sum(it.tokens for it in items)
+
+    def apply(i: int, edit: Edit) -> None:
+        nonlocal total
+        item = items[i]
+        content_before = item.message.get("content")
+        old = int(tokenizer.count(content_before)) if isinstance(content_before, str) else 0
+        total += int(tokenizer.count(edit.content)) - old
+        edits[i] = edit
+
+    if total <= room:
+        return edits
+    eligible = [
+        i for i, it in enumerate(items)
+        if not keep[i] and it.kind not in NEVER_COMPACT and isinstance(it.message.get("content"), str)
+    ]
+
+    def candidates(predicate) -> list[int]:
+        return [i for i in eligible if i not in edits and predicate(i, items[i])]
+
+    for i in candidates(lambda i, it: it.role == "tool" and it.tokens > max_tool_output_tokens):
+        if total <= room:
+            return edits
+        apply(i, Edit("summarized", head_tail(items[i].message["content"], max_tool_output_tokens, tokenizer),
+                      f"tool output cut to {max_tool_output_tokens} tokens (head + tail)"))
+    later = _later_copies(items)
+    stages = [
+        ("duplicate", lambda i, it: i in later),
+        ("stale tool result", lambda i, it: it.kind == "tool_result"),
+        ("superseded file read", lambda i, it, stale=superseded_reads(items): i in stale),
+        ("debug log", lambda i, it: it.kind == "debug_log"),
+        ("intermediate output", lambda i, it: it.kind == "intermediate"),
+    ]
+    for name, predicate in stages:
+        for i in candidates(predicate):
+            if total <= room:
+                return edits
+            stub = f"[duplicate of {items[later[i]].id}]" if name == "duplicate" else placeholder(items[i])
+            if tokenizer.count(stub) < tokenizer.count(items[i].message["content"]):
+                apply(i, Edit("cleared", stub, name))
+    return edits
+
+
+def apply_edits(items: Sequence[Item], edits: dict[int, Edit], tokenizer: Tokenizer) -> list[Item]:
+    """The items with each edit's content in place and its exact new cost
+    (the text used for scoring stays the original)."""
+    out = list(items)
+    for i, edit in edits.items():
+        message = {**items[i].message, "content": edit.content}
+        out[i] = msgspec.structs.replace(items[i], message=message, tokens=message_costs([message], tokenizer)[0])
+    return out
+
+
+def _later_copies(items: Sequence[Item]) -> dict[int, int]:
+    """For each message repeated verbatim later, the index of its last copy."""
+    last: dict[tuple[str, str], int] = {}
+    for i, it in enumerate(items):
+        content = it.message.get("content")
+        if isinstance(content, str) and content:
+            last[(it.role, content)] = i
+    out = {}
+    for i, it in enumerate(items):
+        content = it.message.get("content")
+        if isinstance(content, str) and content and last[(it.role, content)] != i:
+            out[i] = last[(it.role, content)]
+    return out

@@ -1,0 +1,187 @@
+"""`SqliteStore`: the embedded default backend (standard-library sqlite3).
+
+Durability and concurrency choices:
+
+- WAL journal with ``synchronous=FULL``: a write call returns only after its
+  commit is in the WAL and fsynced, so neither a killed process (SIGKILL) nor
+  a power cut loses it (``NORMAL`` would survive a killed process but may lose
+  the last commits on power loss);
+- every write call is one ``BEGIN IMMEDIATE`` transaction: it takes the write
+  lock up front, so two writers never deadlock upgrading a read lock (the case
+  in which SQLite returns "database is locked" without waiting);
+- ``busy_timeout`` makes a writer wait for another's commit, and a busy error
+  that still escapes is retried with backoff until ``timeout`` seconds passed;
+- readers never block writers (WAL) and see the last committed state.
+
+One connection per store, shared by its threads under a lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ctxfold.errors import InvalidInputError, InvalidTypeError, StoreError
+from ctxfold.memory.store import SqlStore
+
+__all__ = ["DEFAULT_FILENAME", "SqliteStore"]
+
+#: The file used when `SqliteStore` is given a directory.
+DEFAULT_FILENAME = "ctxfold-memory.db"
+#: The same file as written before the package's rename; its schema is the same,
+#: so a directory holding only this file is opened in place rather than started empty.
+FORMER_FILENAME = "ctxengine-memory.db"
+
+
+class SqliteStore(SqlStore):
+    """A memory store in one SQLite file.
+
+    ``SqliteStore(path)``: the file (created if missing; an existing directory
+    gets ``ctxfold-memory.db`` inside it, or the store a release under the
+    former name left there when only that one exists; ``":memory:"`` for a
+    private in-memory store). ``embedder``: any object with ``embed(list[str])`` (the
+    shared `StaticEmbedder` by default); ``merge_threshold``: the cosine from
+    which an added memory merges into an existing one (``None``: never);
+    ``timeout``: seconds a write waits for another process's lock;
+    ``matrix_cache_bytes``: memory for cached search matrices.
+
+    Raises `StoreError` (naming the path and the fix) for a file that is not
+    a SQLite database or is corrupt, a path that cannot be written, or a
+    missing directory. Use as a context manager or call `close`.
+    """
+
+    dialect = "sqlite"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        embedder: Any = None,
+        merge_threshold: float | None = 0.95,
+        timeout: float = 30.0,
+        matrix_cache_bytes: int = 1 << 30,
+    ) -> None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidTypeError(f"path: expected a file path (str or os.PathLike), got {type(path).__name__}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise InvalidInputError(f"timeout: must be a positive number of seconds, got {timeout!r}")
+        self._setup(embedder, merge_threshold, matrix_cache_bytes)
+        self.timeout = float(timeout)
+        self._lock = threading.RLock()
+        if str(path) == ":memory:":
+            self.path: Path | None = None
+            self.location = ":memory:"
+            target = ":memory:"
+        else:
+            self.path = Path(path)
+            if self.path.is_dir():
+                former = self.path / FORMER_FILENAME
+                self.path = self.path / DEFAULT_FILENAME
+                if not self.path.exists() and former.is_file():
+                    self.path = former
+            self.location = str(self.path)
+            target = str(self.path)
+            if not self.path.parent.is_dir():
+                raise StoreError(
+                    f"cannot open the memory store {self.location}: the directory {self.path.parent} does not exist. "
+                    "Fix: create the directory, or pass a path in an existing one"
+                )
+        try:
+            self._conn = sqlite3.connect(target, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as e:
+            raise self._error(e, "open") from e
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if target != ":memory:" and str(mode).lower() != "wal":
+                raise StoreError(
+                    f"cannot switch the memory store {self.location} to WAL mode (journal_mode is {mode}). "
+                    "Fix: put the store on a local file system that supports shared memory (not a network share)"
+                )
+            self._conn.execute("PRAGMA synchronous = FULL")
+            self._conn.execute("PRAGMA foreign_keys = OFF")
+            with self._transaction(True) as cur:
+                self._migrate(cur)
+        except sqlite3.Error as e:
+            self._conn.close()
+            raise self._error(e, "open") from e
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.location!r})"
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+                self._matrices.clear()
+
+    @contextlib.contextmanager
+    def _transaction(self, write: bool) -> Iterator[sqlite3.Cursor]:
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                self._begin(cur, "BEGIN IMMEDIATE" if write else "BEGIN")
+                try:
+                    yield cur
+                except BaseException:
+                    if self._conn.in_transaction:
+                        self._conn.rollback()
+                    raise
+                self._retry(lambda: cur.execute("COMMIT"))
+            except sqlite3.Error as e:
+                if self._conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._conn.rollback()
+                raise self._error(e, "write to" if write else "read") from e
+            finally:
+                cur.close()
+
+    def _begin(self, cur: sqlite3.Cursor, statement: str) -> None:
+        self._retry(lambda: cur.execute(statement))
+
+    def _retry(self, action: Any) -> None:
+        """Run ``action``, retrying "database is locked/busy" until ``timeout``."""
+        deadline = time.monotonic() + self.timeout
+        delay = 0.001
+        while True:
+            try:
+                action()
+                return
+            except sqlite3.OperationalError as e:
+                message = str(e).lower()
+                if ("locked" not in message and "busy" not in message) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 0.1)
+
+    def _error(self, e: sqlite3.Error, doing: str) -> StoreError:
+        message = str(e)
+        lower = message.lower()
+        if isinstance(e, sqlite3.DatabaseError) and ("not a database" in lower or "malformed" in lower or "corrupt" in lower):
+            return StoreError(
+                f"cannot {doing} the memory store {self.location}: the file is not a SQLite database or is "
+                f"corrupt ({message}). Fix: move the file away (or restore it from a backup) and pass a new path"
+            )
+        if "readonly" in lower or "read-only" in lower or "unable to open" in lower or "permission" in lower:
+            return StoreError(
+                f"cannot {doing} the memory store {self.location}: {message}. Fix: make the file and its directory "
+                "writable by this process (SQLite also writes -wal and -shm files beside it), or pass a writable path"
+            )
+        if "locked" in lower or "busy" in lower:
+            return StoreError(
+                f"cannot {doing} the memory store {self.location}: still locked by another writer after "
+                f"{self.timeout:g} s ({message}). Fix: raise timeout=, or shorten the other process's transactions"
+            )
+        return StoreError(f"cannot {doing} the memory store {self.location}: {message}. Fix: check the file and the disk")

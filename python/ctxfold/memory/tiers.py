@@ -1,0 +1,279 @@
+"""The memory tiers of multi-turn memory, all kept per scope:
+
+- **short-term**: the messages of a conversation; `recent_messages` gives the last N;
+- **working memory**: one `WorkingMemory` per scope (active entities, goals,
+  pending questions, conversation state), read and updated atomically;
+- **long-term**: the typed memories, searched semantically (`search`, top-k
+  with a similarity threshold);
+- **episodic**: significant events (`Episode`) with a significance score,
+  listed by significance or recalled by similarity.
+
+`MemoryTiers` bundles the four for one scope.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ctxfold._core import count_tokens
+from ctxfold.errors import InvalidInputError, InvalidTypeError
+from ctxfold.memory.embedding import embed_texts, from_blobs, to_blob
+from ctxfold.memory.matrix import select_top
+from ctxfold.memory.checks import unit_interval
+from ctxfold.memory.scope import Scope, check_scope
+
+if TYPE_CHECKING:
+    from ctxfold.memory.records import Memory
+
+__all__ = ["ChatMessage", "Episode", "MemoryTiers", "TiersMixin", "WorkingMemory"]
+
+
+class ChatMessage(msgspec.Struct, kw_only=True):
+    """One message of a conversation (short-term tier). ``tokens`` is counted
+    (o200k_base) when left at 0."""
+
+    role: str
+    content: str
+    tokens: int = 0
+    timestamp: float | None = None
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class WorkingMemory(msgspec.Struct, kw_only=True):
+    """What the conversation is about right now."""
+
+    entities: list[str] = msgspec.field(default_factory=list)
+    goals: list[str] = msgspec.field(default_factory=list)
+    pending_questions: list[str] = msgspec.field(default_factory=list)
+    state: dict[str, Any] = msgspec.field(default_factory=dict)
+    updated_at: float | None = None
+
+
+class Episode(msgspec.Struct, kw_only=True):
+    """A significant event; ``significance`` in [0, 1]."""
+
+    content: str
+    significance: float = 0.5
+    id: str = ""
+    timestamp: float | None = None
+    tags: list[str] = msgspec.field(default_factory=list)
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    score: float = 0.0
+    """Cosine similarity to the query of `recall_episodes`."""
+
+
+_msg_decoder = msgspec.msgpack.Decoder(ChatMessage)
+_wm_decoder = msgspec.msgpack.Decoder(WorkingMemory)
+_ep_decoder = msgspec.msgpack.Decoder(Episode)
+_encode = msgspec.msgpack.Encoder().encode
+
+
+class TiersMixin:
+    """Short-term, working and episodic tiers of `SqlStore`."""
+
+    # --- short-term --------------------------------------------------------------------
+
+    def append_messages(self, messages: list[ChatMessage | dict[str, Any]], *, scope: Scope) -> int:
+        """Append messages (`ChatMessage` or ``{"role", "content"}`` dicts) to the
+        scope's conversation in one transaction; how many."""
+        check_scope(scope, write=True)
+        now = time.time()
+        rows = []
+        for i, m in enumerate(messages):
+            if isinstance(m, dict):
+                try:
+                    m = msgspec.convert(m, ChatMessage)
+                except msgspec.ValidationError as e:
+                    raise InvalidInputError(f"messages[{i}]: {e}; pass {{'role': str, 'content': str}}") from e
+            if not isinstance(m, ChatMessage):
+                raise InvalidTypeError(f"messages[{i}]: expected a ChatMessage or dict, got {type(m).__name__}")
+            tokens = m.tokens or int(count_tokens(m.content))
+            m = msgspec.structs.replace(m, tokens=tokens, timestamp=now if m.timestamp is None else m.timestamp)
+            rows.append(m)
+        if not rows:
+            return 0
+        with self._write() as cur:  # type: ignore[attr-defined]
+            sid = self._scope_id(cur, scope, create=True)  # type: ignore[attr-defined]
+            cur.executemany(
+                self._sql("INSERT INTO chat_messages (scope_id, role, tokens, created_at, record) VALUES (?, ?, ?, ?, ?)"),  # type: ignore[attr-defined]
+                [(sid, m.role, m.tokens, m.timestamp, _encode(m)) for m in rows],
+            )
+        return len(rows)
+
+    def append_message(self, message: ChatMessage | dict[str, Any], *, scope: Scope) -> None:
+        self.append_messages([message], scope=scope)
+
+    def recent_messages(self, *, scope: Scope, n: int = 20) -> list[ChatMessage]:
+        """The last ``n`` messages of the scope, oldest first (short-term memory)."""
+        check_scope(scope, write=False)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise InvalidInputError(f"n: must be an int >= 0, got {n!r}")
+        with self._read() as cur:  # type: ignore[attr-defined]
+            where, params = self._scope_filter(cur, scope)  # type: ignore[attr-defined]
+            rows = self._x(  # type: ignore[attr-defined]
+                cur, f"SELECT record FROM chat_messages WHERE {where} ORDER BY rid DESC LIMIT ?", (*params, n)
+            ).fetchall()
+        return [_msg_decoder.decode(r[0]) for r in reversed(rows)]
+
+    # --- working memory ---------------------------------------------------------------
+
+    def get_working(self, *, scope: Scope) -> WorkingMemory:
+        """The scope's working memory (empty if none was set)."""
+        check_scope(scope, write=True)
+        with self._read() as cur:  # type: ignore[attr-defined]
+            return self._working(cur, scope)
+
+    def _working(self, cur: Any, scope: Scope) -> WorkingMemory:
+        sid = self._scope_id(cur, scope, create=False)  # type: ignore[attr-defined]
+        row = None if sid is None else self._x(cur, "SELECT record FROM working WHERE scope_id = ?", (sid,)).fetchone()  # type: ignore[attr-defined]
+        return WorkingMemory() if row is None else _wm_decoder.decode(row[0])
+
+    def set_working(self, working: WorkingMemory, *, scope: Scope) -> None:
+        check_scope(scope, write=True)
+        if not isinstance(working, WorkingMemory):
+            raise InvalidTypeError(f"working: expected a WorkingMemory, got {type(working).__name__}")
+        with self._write() as cur:  # type: ignore[attr-defined]
+            self._put_working(cur, scope, working)
+
+    def _put_working(self, cur: Any, scope: Scope, working: WorkingMemory) -> WorkingMemory:
+        working = msgspec.structs.replace(working, updated_at=time.time())
+        sid = self._scope_id(cur, scope, create=True)  # type: ignore[attr-defined]
+        self._x(  # type: ignore[attr-defined]
+            cur,
+            "INSERT INTO working (scope_id, updated_at, record) VALUES (?, ?, ?) "
+            "ON CONFLICT (scope_id) DO UPDATE SET updated_at = excluded.updated_at, record = excluded.record",
+            (sid, working.updated_at, _encode(working)),
+        )
+        return working
+
+    def update_working(
+        self,
+        *,
+        scope: Scope,
+        add_entities: list[str] = (),  # type: ignore[assignment]
+        add_goals: list[str] = (),  # type: ignore[assignment]
+        add_questions: list[str] = (),  # type: ignore[assignment]
+        resolve_questions: list[str] = (),  # type: ignore[assignment]
+        complete_goals: list[str] = (),  # type: ignore[assignment]
+        state: dict[str, Any] | None = None,
+    ) -> WorkingMemory:
+        """Change the working memory in one transaction (read, change, write);
+        the new value. Lists keep their order without duplicates."""
+        check_scope(scope, write=True)
+        with self._write() as cur:  # type: ignore[attr-defined]
+            wm = self._working(cur, scope)
+            wm.entities = list(dict.fromkeys([*wm.entities, *add_entities]))
+            wm.goals = [g for g in dict.fromkeys([*wm.goals, *add_goals]) if g not in set(complete_goals)]
+            wm.pending_questions = [
+                q for q in dict.fromkeys([*wm.pending_questions, *add_questions]) if q not in set(resolve_questions)
+            ]
+            if state:
+                wm.state.update(state)
+            return self._put_working(cur, scope, wm)
+
+    # --- episodic -----------------------------------------------------------------------
+
+    def add_episode(self, episode: Episode, *, scope: Scope) -> str:
+        """Record a significant event; its id (the same episode twice is stored once)."""
+        check_scope(scope, write=True)
+        if not isinstance(episode, Episode):
+            raise InvalidTypeError(f"episode: expected an Episode, got {type(episode).__name__}")
+        s = unit_interval(episode.significance, "episode.significance")
+        if not episode.content.strip():
+            raise InvalidInputError("episode.content: must be a non-empty str")
+        now = time.time()
+        episode = msgspec.structs.replace(
+            episode,
+            id=episode.id or uuid.uuid5(uuid.NAMESPACE_OID, f"{episode.content}\x00{episode.timestamp}").hex,
+            timestamp=now if episode.timestamp is None else episode.timestamp,
+            significance=float(s),
+            score=0.0,
+        )
+        vector = embed_texts(self.embedder, [episode.content])[0]  # type: ignore[attr-defined]
+        with self._write() as cur:  # type: ignore[attr-defined]
+            self._check_dim(cur, len(vector), "embedder")  # type: ignore[attr-defined]
+            sid = self._scope_id(cur, scope, create=True)  # type: ignore[attr-defined]
+            self._x(  # type: ignore[attr-defined]
+                cur,
+                "INSERT INTO episodes (scope_id, id, significance, created_at, record, embedding) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (scope_id, id) DO NOTHING",
+                (sid, episode.id, episode.significance, episode.timestamp, _encode(episode), to_blob(vector)),
+            )
+        return episode.id
+
+    def episodes(self, *, scope: Scope, min_significance: float = 0.0, limit: int | None = None) -> list[Episode]:
+        """Episodes of at least ``min_significance``, most significant first (then newest)."""
+        check_scope(scope, write=False)
+        with self._read() as cur:  # type: ignore[attr-defined]
+            where, params = self._scope_filter(cur, scope)  # type: ignore[attr-defined]
+            sql = f"SELECT record FROM episodes WHERE {where} AND significance >= ? ORDER BY significance DESC, created_at DESC, rid DESC"
+            args: list[Any] = [*params, min_significance]
+            if limit is not None:
+                sql += " LIMIT ?"
+                args.append(int(limit))
+            rows = self._x(cur, sql, args).fetchall()  # type: ignore[attr-defined]
+        return [_ep_decoder.decode(r[0]) for r in rows]
+
+    def recall_episodes(
+        self, query: str, *, scope: Scope, k: int = 5, min_significance: float = 0.0, threshold: float | None = None
+    ) -> list[Episode]:
+        """The ``k`` episodes most similar to ``query`` (with ``.score``)."""
+        check_scope(scope, write=False)
+        q = embed_texts(self.embedder, [query])[0]  # type: ignore[attr-defined]
+        with self._read() as cur:  # type: ignore[attr-defined]
+            where, params = self._scope_filter(cur, scope)  # type: ignore[attr-defined]
+            rows = self._x(  # type: ignore[attr-defined]
+                cur, f"SELECT record, embedding FROM episodes WHERE {where} AND significance >= ? ORDER BY rid",
+                (*params, min_significance),
+            ).fetchall()
+        if not rows:
+            return []
+        vectors = from_blobs([bytes(r[1]) for r in rows], len(q))
+        idx, scores = select_top(vectors, q, k, None)
+        out = []
+        for i, s in zip(idx, scores):
+            if threshold is None or s >= threshold:
+                ep = _ep_decoder.decode(rows[int(i)][0])
+                ep.score = float(s)
+                out.append(ep)
+        return out
+
+
+class MemoryTiers:
+    """The four tiers of one scope: ``short_term()``, ``working``,
+    ``long_term(query)`` and ``episodic(...)``, over any `SqlStore`."""
+
+    def __init__(self, store: Any, scope: Scope, *, short_term_n: int = 20, threshold: float = 0.3) -> None:
+        self.store = store
+        self.scope = check_scope(scope, write=True)
+        self.short_term_n = short_term_n
+        self.threshold = threshold
+
+    def remember(self, role: str, content: str) -> None:
+        self.store.append_message(ChatMessage(role=role, content=content), scope=self.scope)
+
+    def short_term(self, n: int | None = None) -> list[ChatMessage]:
+        return self.store.recent_messages(scope=self.scope, n=self.short_term_n if n is None else n)
+
+    @property
+    def working(self) -> WorkingMemory:
+        return self.store.get_working(scope=self.scope)
+
+    def update_working(self, **changes: Any) -> WorkingMemory:
+        return self.store.update_working(scope=self.scope, **changes)
+
+    def long_term(self, query: str, k: int = 5, threshold: float | None = None) -> list[Memory]:
+        return self.store.search(query, scope=self.scope, k=k, threshold=self.threshold if threshold is None else threshold)
+
+    def episodic(self, query: str | None = None, k: int = 5, min_significance: float = 0.0) -> list[Episode]:
+        if query is None:
+            return self.store.episodes(scope=self.scope, min_significance=min_significance, limit=k)
+        return self.store.recall_episodes(query, scope=self.scope, k=k, min_significance=min_significance)
+
+    def record_episode(self, content: str, significance: float, **fields: Any) -> str:
+        return self.store.add_episode(Episode(content=content, significance=significance, **fields), scope=self.scope)
+
