@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["is_anthropic", "from_anthropic", "to_anthropic"]
+__all__ = ["is_anthropic", "from_anthropic", "split_anthropic", "to_anthropic"]
 
 _BLOCK_TYPES = {"tool_use", "tool_result"}
 _META_KEYS = ("id", "timestamp", "importance", "pinned", "kind")
@@ -37,21 +37,29 @@ def _text_of(content: Any) -> str:
 def from_anthropic(messages: Sequence[Any]) -> list[dict[str, Any]]:
     """OpenAI-style messages for Anthropic-style ones (metadata keys kept;
     a message split into several gets ids `<id>`, `<id>.1`, ...)."""
+    return split_anthropic(messages)[0]
+
+
+def split_anthropic(messages: Sequence[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
+    """`from_anthropic(messages)` and, for each message it returns, the
+    caller's message it came from (what `restore` gives back)."""
     out: list[dict[str, Any]] = []
+    sources: list[Any] = []
     for message in messages:
         blocks = _blocks(message)
         if not any(b.get("type") in _BLOCK_TYPES for b in blocks):
             out.append(dict(message))
+            sources.append(message)
             continue
         meta = {k: message[k] for k in _META_KEYS if k in message}
         converted = _convert(message["role"], blocks)
         for j, m in enumerate(converted):
             m.update(meta)
-            m["_source"] = message
             if "id" in meta and j:
                 m["id"] = f"{meta['id']}.{j}"
             out.append(m)
-    return out
+            sources.append(message)
+    return out, sources
 
 
 def _convert(role: str, blocks: list[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -69,6 +69,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     context_window: int = 128_000
     compact_threshold: float = 0.8
     """`should_compact` is true above this share of `context_window`."""
+    on_invalid: Literal["repair", "raise"] = "repair"
+    """What `optimize` does with malformed messages (orphan tool results,
+    unanswered tool calls, duplicate call ids, ``None`` contents): repair them
+    and list each repair in ``report.repairs``, or raise `InvalidInputError`
+    naming the message."""
 
     def __post_init__(self) -> None:
         if self.budget <= 0:
@@ -84,6 +89,8 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             raise InvalidInputError(f"summary_ratio: must be in (0, 1), got {self.summary_ratio}")
         if self.strategy not in STRATEGIES:
             raise InvalidInputError(f"strategy: unknown {self.strategy!r}; use one of {', '.join(STRATEGIES)}")
+        if self.on_invalid not in ("repair", "raise"):
+            raise InvalidInputError(f"on_invalid: use 'repair' or 'raise', got {self.on_invalid!r}")
         if not 0 < self.compact_threshold <= 1:
             raise InvalidInputError(f"compact_threshold: must be in (0, 1], got {self.compact_threshold}")
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxfold._core import Tokenizer
-from ctxfold.adapters import from_anthropic, is_anthropic
+from ctxfold.adapters import is_anthropic, split_anthropic
 from ctxfold.engine_cache import EngineCache
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 from ctxfold.tokens import message_costs
@@ -34,12 +34,14 @@ def parse_messages(
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise InvalidTypeError(f"messages: expected a list of message dicts, got {type(messages).__name__}")
     messages = list(messages)
+    sources: list[Any] = list(messages)
     if is_anthropic(messages):
-        messages = from_anthropic(messages)
+        messages, sources = split_anthropic(messages)
     if system is not None:
         if not isinstance(system, str):
             raise InvalidTypeError(f"system: expected str, got {type(system).__name__}")
         messages = [{"role": "system", "content": system, "id": "system", "pinned": True}, *messages]
+        sources = [messages[0], *sources]
     api_messages = [_api_message(m, i) for i, m in enumerate(messages)]
     if cache is None:
         costs = message_costs(api_messages, tokenizer)
@@ -48,8 +50,8 @@ def parse_messages(
     items: list[Item] = []
     seen_ids: set[str] = set()
     open_calls: set[str] = set()
-    for i, (raw, api, cost) in enumerate(zip(messages, api_messages, costs)):
-        item = _item(raw, api, i, cost)
+    for i, (raw, source, api, cost) in enumerate(zip(messages, sources, api_messages, costs)):
+        item = _item(raw, source, api, i, cost)
         if item.id in seen_ids:
             raise InvalidInputError(f"messages[{i}]: id {item.id!r} is used twice; ids must be unique")
         seen_ids.add(item.id)
@@ -76,7 +78,7 @@ def _api_message(message: Any, i: int) -> dict[str, Any]:
     return {k: message[k] for k in API_KEYS if k in message}
 
 
-def _item(raw: Mapping[str, Any], api: dict[str, Any], i: int, cost: int) -> Item:
+def _item(raw: Mapping[str, Any], source: Any, api: dict[str, Any], i: int, cost: int) -> Item:
     where = f"messages[{i}]"
     calls = api.get("tool_calls") or ()
     call_ids = tuple(str(c.get("id")) for c in calls if isinstance(c, Mapping) and c.get("id") is not None)
@@ -100,7 +102,7 @@ def _item(raw: Mapping[str, Any], api: dict[str, Any], i: int, cost: int) -> Ite
         importance=_importance(raw.get("importance"), where),
         pinned=pinned,
         tool_call_ids=call_ids,
-        source=raw.get("_source", raw),
+        source=source,
     )
 
 
