@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import settings
+
+# `pytest --hypothesis-profile=fuzz`: the long run of the property tests that
+# read their example count from the profile (the engine's agent-loop promises).
+settings.register_profile("fuzz", max_examples=2000, deadline=None)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent_checks import must_be_present
 from ctxfold import (
     BudgetError,
     ContextEngine,
@@ -58,11 +59,11 @@ def check_valid(messages) -> None:
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations(), st.integers(40, 3000))
 def test_output_always_fits_and_is_valid(msgs, budget) -> None:
-    fixed = sum(1 for m in msgs if m["role"] == "system")
     try:
         res = ENGINE.optimize(msgs, budget=budget)
     except BudgetError:
-        assert fixed, "only hard-protected content may make a budget infeasible"
+        needed = count_messages(must_be_present(msgs), encoding="cl100k_base")
+        assert needed > budget, "only protected content and the current turn may make a budget infeasible"
         return
     assert res.tokens <= budget
     assert res.tokens == count_messages(res.messages, encoding="cl100k_base")
@@ -159,7 +160,6 @@ def test_anthropic_blocks_are_accepted() -> None:
     [
         ([{"content": "x"}], {}, InvalidInputError, ["messages[0]", "role"]),
         ([{"role": "robot", "content": "x"}], {}, InvalidInputError, ["messages[0]", "robot"]),
-        ([{"role": "tool", "tool_call_id": "zz", "content": "x"}], {}, InvalidInputError, ["messages[0]", "zz"]),
         ([{"role": "tool", "content": "x"}], {}, InvalidInputError, ["tool_call_id"]),
         ([{"role": "user", "content": "x", "id": "a"}, {"role": "user", "content": "y", "id": "a"}], {}, InvalidInputError, ["messages[1]", "'a'"]),
         ([{"role": "user", "content": "x", "timestamp": "yesterday"}], {}, InvalidInputError, ["timestamp", "ISO"]),
@@ -446,7 +446,8 @@ def test_structural_compaction_comes_first_in_its_order_and_is_restorable() -> N
     by_id = {it.id: it for it in res.items}
     assert res.tokens <= 1200
     assert by_id["dec"].status == "kept" and by_id["task"].status == "kept"
-    assert by_id["dup1"].status == "cleared" and by_id["dup1"].reason == "duplicate"
+    # an exact duplicate is left to the planner: never a stub naming a copy that may itself be gone
+    assert by_id["dup1"].status in ("kept", "dropped") and not any("duplicate of" in str(m.get("content")) for m in res.messages)
     assert by_id["out-c1"].status == "cleared"  # the superseded read of /src/app.py
     assert engine.restore("out-c1")["content"].startswith("/src/app.py\nold version")
     check_valid(res.messages)
@@ -516,7 +517,8 @@ def test_every_strategy_always_fits_and_is_valid(msgs, budget, strategy) -> None
     try:
         res = STRATEGY_ENGINES[strategy].optimize(msgs, budget=budget)
     except BudgetError:
-        assert any(m["role"] == "system" for m in msgs), "only hard-protected content may make a budget infeasible"
+        needed = count_messages(must_be_present(msgs), encoding="cl100k_base")
+        assert needed > budget, "only protected content and the current turn may make a budget infeasible"
         return
     assert res.tokens <= budget
     assert res.tokens == count_messages(res.messages, encoding="cl100k_base")

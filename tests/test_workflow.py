@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,8 @@ WORKFLOW = REPO / ".github" / "workflows" / "wheels.yml"
 
 
 def run(tool: str, *args: str) -> None:
-    exe = shutil.which(tool)
+    # The tools sit beside the interpreter running the tests, even when its environment is not activated.
+    exe = shutil.which(tool, path=str(Path(sys.executable).parent)) or shutil.which(tool)
     if exe is None:
         pytest.skip(f"{tool} is not installed (it comes with the dev extra)")
     if not WORKFLOW.is_file():

@@ -74,6 +74,8 @@ _LAZY = {
     "Report": "ctxfold.types",
     "from_anthropic": "ctxfold.adapters",
     "to_anthropic": "ctxfold.adapters",
+    "recall_tool": "ctxfold.archive",
+    "RecallTool": "ctxfold.archive",
     # [memory] memory persistence (issue 6)
     "MemoryStore": "ctxfold.memory",
     "SqliteStore": "ctxfold.memory",
@@ -130,6 +132,7 @@ __getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 if TYPE_CHECKING:
     from ctxfold.adapters import from_anthropic, to_anthropic
+    from ctxfold.archive import RecallTool, recall_tool
     from ctxfold.config import EngineConfig
     from ctxfold.embed import Embedder, EmbeddingCache, MemoryEmbeddingCache
     from ctxfold.compress import CompressedChunk, CompressionResult, compress

@@ -14,7 +14,10 @@ from ctxfold._core import Tokenizer
 from ctxfold.tokens import message_costs
 from ctxfold.types import Item
 
-__all__ = ["head_tail", "placeholder", "NEVER_COMPACT", "CLEARABLE_KINDS", "superseded_reads", "structural_pass", "apply_edits", "Edit"]
+__all__ = [
+    "head_tail", "placeholder", "NEVER_COMPACT", "CLEARABLE_KINDS", "superseded_reads", "later_copies", "structural_pass",
+    "apply_edits", "Edit",
+]
 
 NEVER_COMPACT = frozenset({"decision", "quality_gate", "trajectory", "active_task"})
 #: What may be cleared to a placeholder, in the order it is cleared.
@@ -43,10 +46,24 @@ def head_tail(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:
     return out if tokenizer.count(out) <= max_tokens else tokenizer.truncate(marker.strip(), max_tokens)
 
 
-def placeholder(item: Item) -> str:
-    """What a cleared item leaves behind: enough to know it existed and to get it back."""
-    what = (item.kind or item.role).replace("_", " ")
-    return f"[{what} {item.id} cleared ({item.tokens} tokens); restore with engine.restore({item.id!r})]"
+def placeholder(item: Item, *, tool_name: str | None = None) -> str:
+    """What a cleared item leaves behind, in words a model can act on: what
+    it was (the tool's name for a tool result, when known: `tool_name`, the
+    name of the call it answers, or the message's own ``name``), its size, and the id to pass to the recall
+    tool (`ctxfold.recall_tool`)."""
+    name = tool_name or item.tool_name or (item.message.get("name") if item.role == "tool" else None)
+    if isinstance(name, str) and name.strip("` "):
+        what = f"output of `{name.replace('`', '')[:64]}`"
+    elif item.kind == "tool_result" or (item.kind is None and item.role == "tool"):
+        what = "tool output"
+    elif item.kind in _KIND_WORDS:
+        what = _KIND_WORDS[item.kind]
+    else:
+        what = item.kind.replace("_", " ") if item.kind else f"{item.role} message"
+    return f"[{what} omitted to save context: {item.tokens:,} tokens; recall id {item.id} with the recall tool]"
+
+
+_KIND_WORDS = {"file_read": "file read", "debug_log": "debug log", "intermediate": "intermediate output"}
 
 
 def _read_path(item: Item) -> str | None:
@@ -84,13 +101,13 @@ def structural_pass(
 ) -> dict[int, Edit]:
     """The cheap, reversible steps, taken in order and only until the
     messages fit `room` tokens: (1) tool output over `max_tool_output_tokens`
-    cut to head + tail with an omission marker; (2) exact duplicates collapsed
-    to a placeholder naming the later copy; then cleared to a restorable
-    placeholder: (3) stale tool results, (4) superseded file reads (the same
-    path read again later), (5) debug logs, (6) intermediate outputs, oldest
-    first. `keep[i]` marks what must not change (protected, the recent
-    turns); decision, quality_gate, trajectory and active_task items are never
-    touched."""
+    cut to head + tail with an omission marker; then cleared to a restorable
+    placeholder: (2) stale tool results, (3) superseded file reads (the same
+    path read again later), (4) debug logs, (5) intermediate outputs, oldest
+    first. Exact duplicates are left to the planner, which drops the earlier
+    copy first (a stub naming the later copy could outlive it). `keep[i]`
+    marks what must not change (protected, the recent turns); decision,
+    quality_gate, trajectory and active_task items are never touched."""
     edits: dict[int, Edit] = {}
     total = sum(it.tokens for it in items)
 
@@ -117,9 +134,7 @@ def structural_pass(
             return edits
         apply(i, Edit("summarized", head_tail(items[i].message["content"], max_tool_output_tokens, tokenizer),
                       f"tool output cut to {max_tool_output_tokens} tokens (head + tail)"))
-    later = _later_copies(items)
     stages = [
-        ("duplicate", lambda i, it: i in later),
         ("stale tool result", lambda i, it: it.kind == "tool_result"),
         ("superseded file read", lambda i, it, stale=superseded_reads(items): i in stale),
         ("debug log", lambda i, it: it.kind == "debug_log"),
@@ -129,7 +144,7 @@ def structural_pass(
         for i in candidates(predicate):
             if total <= room:
                 return edits
-            stub = f"[duplicate of {items[later[i]].id}]" if name == "duplicate" else placeholder(items[i])
+            stub = placeholder(items[i])
             if tokenizer.count(stub) < tokenizer.count(items[i].message["content"]):
                 apply(i, Edit("cleared", stub, name))
     return edits
@@ -145,16 +160,17 @@ def apply_edits(items: Sequence[Item], edits: dict[int, Edit], tokenizer: Tokeni
     return out
 
 
-def _later_copies(items: Sequence[Item]) -> dict[int, int]:
-    """For each message repeated verbatim later, the index of its last copy."""
+def later_copies(items: Sequence[Item]) -> dict[int, int]:
+    """For each message repeated verbatim later, the index of its last copy
+    (tool calls excepted: each carries its own call ids)."""
     last: dict[tuple[str, str], int] = {}
     for i, it in enumerate(items):
         content = it.message.get("content")
-        if isinstance(content, str) and content:
+        if isinstance(content, str) and content and not it.tool_call_ids:
             last[(it.role, content)] = i
     out = {}
     for i, it in enumerate(items):
         content = it.message.get("content")
-        if isinstance(content, str) and content and last[(it.role, content)] != i:
+        if isinstance(content, str) and content and not it.tool_call_ids and last[(it.role, content)] != i:
             out[i] = last[(it.role, content)]
     return out

@@ -1,85 +1,222 @@
 """Turning the caller's messages into validated `Item`s: roles, ids,
-timestamps, tool call/result pairs, token costs. Every problem is raised with
-the index of the message and what to change; nothing is dropped silently."""
+timestamps, tool call/result pairs, token costs. Structural problems are
+raised with the index of the message and what to change; what the chat API
+would reject but can be mended (`ctxfold.repair`) is repaired and reported,
+or raised, as `EngineConfig.on_invalid` says. Nothing is dropped silently.
+
+A message without an ``id`` gets one from its content (``m-`` and 12 hex
+digits of a hash of its API keys and of how many identical messages come
+before it), so it keeps its id when the history grows at the end, loses
+messages at the front, or is sent again."""
 
 from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import msgspec
+
 from ctxfold._core import Tokenizer
 from ctxfold.adapters import is_anthropic, split_anthropic
+from ctxfold.archive import tool_call_names
 from ctxfold.engine_cache import EngineCache
 from ctxfold.errors import InvalidInputError, InvalidTypeError
-from ctxfold.tokens import message_costs
-from ctxfold.types import Item
+from ctxfold.repair import Entry, OnInvalid, RepairLog, repair_entries
+from ctxfold.tokens import _collect_message, message_costs
+from ctxfold.types import Item, Repair
 
-__all__ = ["parse_messages", "API_KEYS", "ROLES"]
+__all__ = ["parse_messages", "parse_with_repairs", "message_text", "API_KEYS", "ROLES"]
 
 #: The keys OpenAI's chat API reads; everything else is ctxfold metadata.
 API_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 ROLES = ("system", "developer", "user", "assistant", "tool")
+#: Hex digits of a derived id: collisions stay improbable far beyond 100k messages.
+ID_HEX_DIGITS = 12
 
 
 def parse_messages(
-    messages: Any, tokenizer: Tokenizer, system: str | None = None, cache: EngineCache | None = None
+    messages: Any,
+    tokenizer: Tokenizer,
+    system: str | None = None,
+    cache: EngineCache | None = None,
+    *,
+    on_invalid: OnInvalid = "repair",
 ) -> list[Item]:
     """Validate `messages` (OpenAI-style dicts, or Anthropic-style content
-    blocks) and return one `Item` per message, `system` first when given.
-    With a `cache`, messages counted before are not counted again."""
+    blocks) and return one `Item` per message, `system` first when given
+    (`parse_with_repairs` without the repairs)."""
+    return parse_with_repairs(messages, tokenizer, system, cache, on_invalid=on_invalid)[0]
+
+
+def parse_with_repairs(
+    messages: Any,
+    tokenizer: Tokenizer,
+    system: str | None = None,
+    cache: EngineCache | None = None,
+    *,
+    on_invalid: OnInvalid = "repair",
+) -> tuple[list[Item], list[Repair]]:
+    """The `Item`s of `messages` and the repairs made to them (`ctxfold.repair`;
+    under ``on_invalid="raise"`` the first problem is an `InvalidInputError`
+    instead). With a `cache`, messages counted before are not counted again."""
+    if on_invalid not in ("repair", "raise"):
+        raise InvalidInputError(f"on_invalid: use 'repair' or 'raise', got {on_invalid!r}")
+    entries = _entries(messages, system)
+    log = RepairLog()
+    ids = _Ids(entries)
+    entries = repair_entries(entries, log, ids.derive)
+    if on_invalid == "raise":
+        log.raise_first()
+    costs = _costs(entries, tokenizer, cache)
+    items = [_item(e, i, cost) for i, (e, cost) in enumerate(zip(entries, costs))]
+    names = tool_call_names(items)
+    for it in items:
+        if it.role == "tool":
+            it.tool_name = names.get(str(it.message.get("tool_call_id")))
+    return items, log.repairs()
+
+
+def _entries(messages: Any, system: str | None) -> list[Entry]:
+    """One entry per message (an Anthropic message may give several), each
+    with its index in the caller's list."""
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise InvalidTypeError(f"messages: expected a list of message dicts, got {type(messages).__name__}")
     messages = list(messages)
-    sources: list[Any] = list(messages)
-    if is_anthropic(messages):
-        messages, sources = split_anthropic(messages)
+    out: list[Entry] = []
     if system is not None:
         if not isinstance(system, str):
             raise InvalidTypeError(f"system: expected str, got {type(system).__name__}")
-        messages = [{"role": "system", "content": system, "id": "system", "pinned": True}, *messages]
-        sources = [messages[0], *sources]
-    api_messages = [_api_message(m, i) for i, m in enumerate(messages)]
-    if cache is None:
-        costs = message_costs(api_messages, tokenizer)
-    else:
-        costs = cache.costs_of(api_messages, lambda todo: message_costs(todo, tokenizer))
-    items: list[Item] = []
-    seen_ids: set[str] = set()
-    open_calls: set[str] = set()
-    for i, (raw, source, api, cost) in enumerate(zip(messages, sources, api_messages, costs)):
-        item = _item(raw, source, api, i, cost)
-        if item.id in seen_ids:
-            raise InvalidInputError(f"messages[{i}]: id {item.id!r} is used twice; ids must be unique")
-        seen_ids.add(item.id)
-        if item.role == "tool" and api.get("tool_call_id") not in open_calls:
-            raise InvalidInputError(
-                f"messages[{i}]: tool result for {api.get('tool_call_id')!r} has no matching tool call in an "
-                "earlier assistant message; include the assistant message with that tool_calls id"
-            )
-        open_calls.update(item.tool_call_ids)
-        items.append(item)
-    return items
+        raw = {"role": "system", "content": system, "id": "system", "pinned": True}
+        out.append(Entry(raw=raw, source=raw, api=_api_message(raw, "system"), index=-1, original_role="system"))
+    anthropic = is_anthropic(messages)
+    for k, message in enumerate(messages):
+        where = f"messages[{k}]"
+        if anthropic:
+            _api_message(message, where)
+        for raw in split_anthropic([message])[0] if anthropic else (message,):
+            api = _api_message(raw, where)
+            out.append(Entry(raw=raw, source=message, api=api, index=k, original_role=api["role"]))
+    return out
 
 
-def _api_message(message: Any, i: int) -> dict[str, Any]:
+def _api_message(message: Any, where: str) -> dict[str, Any]:
     if not isinstance(message, Mapping):
-        raise InvalidTypeError(f"messages[{i}]: expected a dict, got {type(message).__name__}")
+        raise InvalidTypeError(f"{where}: expected a dict, got {type(message).__name__}")
     role = message.get("role")
     if role is None:
-        raise InvalidInputError(f"messages[{i}]: missing 'role'; use one of {', '.join(ROLES)}")
+        raise InvalidInputError(f"{where}: missing 'role'; use one of {', '.join(ROLES)}")
     if role not in ROLES:
-        raise InvalidInputError(f"messages[{i}]: unknown role {role!r}; use one of {', '.join(ROLES)}")
+        raise InvalidInputError(f"{where}: unknown role {role!r}; use one of {', '.join(ROLES)}")
     if role == "tool" and not isinstance(message.get("tool_call_id"), str):
-        raise InvalidInputError(f"messages[{i}]: a tool message needs the 'tool_call_id' of the call it answers")
+        raise InvalidInputError(f"{where}: a tool message needs the 'tool_call_id' of the call it answers")
+    calls = message.get("tool_calls")
+    if calls is not None:
+        if isinstance(calls, (str, bytes)) or not isinstance(calls, Sequence):
+            raise InvalidTypeError(f"{where}['tool_calls']: expected a list of tool calls, got {type(calls).__name__}")
+        for j, call in enumerate(calls):
+            if not isinstance(call, Mapping) or not isinstance(call.get("id"), str):
+                raise InvalidInputError(
+                    f"{where}['tool_calls'][{j}]: a tool call needs a string 'id' (its result names it in "
+                    "'tool_call_id'), e.g. {'id': 'call_1', 'type': 'function', 'function': {'name': ..., "
+                    "'arguments': ...}}"
+                )
     return {k: message[k] for k in API_KEYS if k in message}
 
 
-def _item(raw: Mapping[str, Any], source: Any, api: dict[str, Any], i: int, cost: int) -> Item:
-    where = f"messages[{i}]"
+class _Ids:
+    """Item ids: the caller's id where one is given (unique), otherwise
+    derived from the message's API keys and its number among identical
+    messages, so an id does not depend on the message's position."""
+
+    def __init__(self, entries: list[Entry]) -> None:
+        self.used: set[str] = set()
+        self.copies: dict[bytes, int] = {}
+        for entry in entries:
+            # Also tells the repairs which messages need no surrogate search.
+            entry.key = _key(entry.api)
+        given = [(e, str(e.raw["id"])) for e in entries if e.raw.get("id") is not None]
+        for entry, item_id in given:
+            if item_id in self.used:
+                raise InvalidInputError(f"{entry.where}: id {item_id!r} is used twice; ids must be unique")
+            self.used.add(item_id)
+            entry.id = item_id
+        for entry in entries:
+            if not entry.id:
+                entry.id = self.derive(entry.api, entry.key)
+
+    def derive(self, api: dict[str, Any], key: bytes | None = None) -> str:
+        if key is None:
+            key = _key(api) or _canonical_fallback(api)
+        copy = self.copies.get(key, 0)
+        self.copies[key] = copy + 1
+        digest = hashlib.blake2b(key + b"\x00%d" % copy, digest_size=16).hexdigest()
+        # A prefix taken by another message (or a caller's id): the full
+        # digest, then a counter, so the choice depends on the list alone.
+        for candidate in (f"m-{digest[:ID_HEX_DIGITS]}", f"m-{digest}"):
+            if candidate not in self.used:
+                break
+        else:
+            n = 2
+            while f"m-{digest}-{n}" in self.used:
+                n += 1
+            candidate = f"m-{digest}-{n}"
+        self.used.add(candidate)
+        return candidate
+
+
+_encode = msgspec.json.Encoder(order="deterministic").encode
+
+
+def _key(api: Mapping[str, Any]) -> bytes | None:
+    """The message's API keys as canonical JSON (sorted keys), or None for a
+    lone surrogate (repaired later) or a value JSON lacks (rejected later)."""
+    try:
+        return _encode(api)
+    except (TypeError, ValueError, msgspec.EncodeError):
+        return None
+
+
+def _canonical_fallback(api: Mapping[str, Any]) -> bytes:
+    return json.dumps(api, sort_keys=True, ensure_ascii=True, default=repr).encode("ascii")
+
+
+def _costs(entries: list[Entry], tokenizer: Tokenizer, cache: EngineCache | None) -> list[int]:
+    """Each message's token cost; a message not counted before is validated
+    first, so an error names its place in the caller's list."""
+
+    def compute(todo: list[dict[str, Any]]) -> list[int]:
+        entry_of = {id(e.api): e for e in entries}
+        for k, api in enumerate(todo):
+            entry = entry_of.get(id(api))
+            _collect_message(api, entry.where if entry else f"messages[{k}]", [], 1)
+        return message_costs(todo, tokenizer)
+
+    api_messages = [e.api for e in entries]
+    if cache is None:
+        return compute(api_messages)
+    try:
+        return cache.costs_of(api_messages, compute)
+    except (InvalidInputError, InvalidTypeError):
+        raise
+    except (TypeError, ValueError, msgspec.EncodeError):
+        # The cache key could not be made: name the message.
+        for e in entries:
+            _collect_message(e.api, e.where, [], 1)
+            if _key(e.api) is None:
+                raise InvalidTypeError(
+                    f"{e.where}: holds a value that is not JSON (str, number, bool, None, list, dict); "
+                    "the chat API takes JSON"
+                ) from None
+        raise
+
+
+def _item(e: Entry, i: int, cost: int) -> Item:
+    raw, api, where = e.raw, e.api, e.where
     calls = api.get("tool_calls") or ()
     call_ids = tuple(str(c.get("id")) for c in calls if isinstance(c, Mapping) and c.get("id") is not None)
     pinned = raw.get("pinned", False)
@@ -88,10 +225,10 @@ def _item(raw: Mapping[str, Any], source: Any, api: dict[str, Any], i: int, cost
     kind = raw.get("kind")
     if kind is not None and not isinstance(kind, str):
         raise InvalidTypeError(f"{where}['kind']: expected str, got {type(kind).__name__}")
-    if kind is None and api["role"] == "tool":
+    if kind is None and e.original_role == "tool":
         kind = "tool_result"
     return Item(
-        id=str(raw["id"]) if raw.get("id") is not None else f"m{i}",
+        id=e.id,
         index=i,
         role=api["role"],
         message=api,
@@ -102,7 +239,7 @@ def _item(raw: Mapping[str, Any], source: Any, api: dict[str, Any], i: int, cost
         importance=_importance(raw.get("importance"), where),
         pinned=pinned,
         tool_call_ids=call_ids,
-        source=source,
+        source=e.source,
     )
 
 

@@ -6,16 +6,17 @@ is summarised, cleared or dropped is archived so `restore` can return it."""
 from __future__ import annotations
 
 import asyncio
-import copy
+import numbers
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from ctxfold._core import Tokenizer
+from ctxfold.archive import DEFAULT_ARCHIVE_BYTES, Archive, answer_recall
 from ctxfold.compaction import Edit, apply_edits, head_tail, structural_pass
 from ctxfold.config import EngineConfig
-from ctxfold.conversation import parse_messages
-from ctxfold.engine_cache import CachingEmbedder, EngineCache
+from ctxfold.conversation import parse_messages, parse_with_repairs
+from ctxfold.engine_cache import DEFAULT_CACHE_BYTES, CachingEmbedder, EngineCache, check_bytes
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 from ctxfold.layers import layer_messages
 from ctxfold.plan import KEEP, Plan, choose_strategy, hard_protected, plan_items, soft_protected
@@ -46,7 +47,14 @@ class ContextEngine:
     `embedder=` is the dense half of the semantic layer (default: the static
     MiniLM table; None for BM25 alone); `store=` (a `ctxfold.memory` store,
     e.g. `SqliteStore("agent.db")`) keeps summaries and embeddings across
-    processes, so a restarted agent does not recompute them.
+    processes, so a restarted agent does not recompute them, and keeps the
+    originals of removed messages, so `restore` and `recall` work in a later
+    process.
+
+    `archive_bytes` bounds the originals kept in memory (default 64 MiB;
+    least recently archived first out, still found in the store when there
+    is one); `cache_bytes` bounds the token-count, term, embedding and
+    summary caches together (default 128 MiB). Both are approximate bytes.
     """
 
     def __init__(
@@ -59,15 +67,17 @@ class ContextEngine:
         summarizer: Summarizer | None = None,
         embedder: Any = "static",
         store: Any = None,
+        archive_bytes: int = DEFAULT_ARCHIVE_BYTES,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(model, encoding)
         self.config = config if config is not None else EngineConfig()
         self.summarizer = summarizer if summarizer is not None else _default_summarizer(self.tokenizer)
-        self._archive: dict[str, dict[str, Any]] = {}
+        self.archive = Archive(archive_bytes, store=store)
         self._embedder_spec = embedder
         self._embedder: Any = None
         self.store = store
-        self.cache = EngineCache(store=store)
+        self.cache = EngineCache(check_bytes(cache_bytes, "cache_bytes"), store=store)
 
     def optimize(
         self,
@@ -96,7 +106,9 @@ class ContextEngine:
             clock = now
 
         budget = self._budget(budget)
-        items = parse_messages(messages, self.tokenizer, system=system, cache=self.cache)
+        items, repairs = parse_with_repairs(
+            messages, self.tokenizer, system=system, cache=self.cache, on_invalid=self.config.on_invalid
+        )
         allocation: dict[str, int] = {}
         if layers:
             items, allocation = self._with_layers(messages, system, items, layers, budget)
@@ -111,6 +123,7 @@ class ContextEngine:
         if strategy == "auto" or tokens_in <= budget:
             strategy = choose_strategy(tokens_in, budget)
         edits: dict[int, Edit] = {}
+        sizes = [it.tokens for it in items]
         if strategy == "full" and tokens_in <= budget:
             plan = Plan(strategy="full", choices=[KEEP] * len(items), summary_targets={}, values=[0.0] * len(items))
         else:
@@ -124,14 +137,16 @@ class ContextEngine:
             items = compacted
         lap("plan")
         out, tokens, results = render(
-            items, plan, scores, layers, budget, self.tokenizer, self.summarizer, self.cache, edits
+            items, plan, scores, layers, budget, self.tokenizer, self.summarizer, self.cache, edits, sizes
         )
         lap("render")
         self._archive_changed(items, results)
         counts = {s: sum(r.status == s for r in results) for s in ("kept", "summarized", "cleared", "dropped")}
         report = Report(
             strategy=strategy, budget=budget, tokens_in=tokens_in, tokens_out=tokens, counts=counts,
-            timings_ms=timings, warnings=self._warnings(items), optimality_gap=plan.gap, layers=allocation,
+            timings_ms=timings, warnings=self._warnings(items, sizes, plan, results), optimality_gap=plan.gap,
+            highlights=_highlights(plan, results),
+            layers=allocation, repairs=repairs,
         )
         return ContextResult(messages=out, tokens=tokens, items=results, report=report)
 
@@ -140,15 +155,39 @@ class ContextEngine:
         return await asyncio.to_thread(self.optimize, messages, **kwargs)
 
     def restore(self, item_id: str) -> dict[str, Any]:
-        """The original message of anything summarised, cleared or dropped, exactly as it was passed."""
-        if item_id not in self._archive:
-            raise InvalidInputError(f"item_id: nothing was removed under id {item_id!r} by this engine")
-        return copy.deepcopy(self._archive[item_id])
+        """The original message of anything summarised, cleared or dropped,
+        exactly as it was passed (a copy; from the store once evicted from
+        memory or after a restart, as msgpack gives it back)."""
+        if not isinstance(item_id, str):
+            raise InvalidTypeError(f"item_id: expected str, got {type(item_id).__name__}")
+        found = self.archive.get(item_id)
+        if found is None:
+            fix = (
+                "it is not in the store either" if self.archive.store is not None
+                else f"pass store= to keep originals past archive_bytes={self.archive.max_bytes}"
+            )
+            raise InvalidInputError(
+                f"item_id: nothing removed under id {item_id!r} is kept by this engine (never removed, or evicted: {fix})"
+            )
+        return found  # type: ignore[no-any-return]
+
+    def recall(self, call: Any) -> dict[str, Any]:
+        """The answer to a model's call of the `recall` tool (`ctxfold.recall_tool()`):
+        for an OpenAI tool call, the ``{"role": "tool", ...}`` message; for
+        an Anthropic ``tool_use`` block, the ``tool_result`` block (to send in
+        a user message). The content is the original as text; an unknown id
+        gets an answer saying so (``is_error`` for Anthropic), not an
+        exception. A call that is not a well-formed recall call raises
+        `InvalidInputError`."""
+        return answer_recall(call, self.archive.get)
 
     def count(self, messages: Sequence[dict[str, Any]]) -> int:
         """`count_messages(messages)` with the engine's tokenizer (per-message
         costs add up, and messages counted before come from the cache)."""
-        return REPLY_PRIMING + sum(it.tokens for it in parse_messages(messages, self.tokenizer, cache=self.cache))
+        return REPLY_PRIMING + sum(
+            it.tokens
+            for it in parse_messages(messages, self.tokenizer, cache=self.cache, on_invalid=self.config.on_invalid)
+        )
 
     def should_compact(self, messages: Sequence[dict[str, Any]]) -> bool:
         """True once the messages take more than `compact_threshold` of the model's window."""
@@ -188,7 +227,7 @@ class ContextEngine:
         head = next((i for i, m in enumerate(raw) if m.get("role") not in ("system", "developer")), len(raw))
         merged = [*raw[:head], *extra, *raw[head:]]
         allocation = {str(k): int(v) for k, v in alloc.to_dict().items()}
-        return parse_messages(merged, self.tokenizer, cache=self.cache), allocation
+        return parse_messages(merged, self.tokenizer, cache=self.cache, on_invalid=self.config.on_invalid), allocation
 
     def _structural(self, items: list[Item], budget: int) -> dict[int, Edit]:
         """Structural compaction first: the cheap, reversible steps, until the
@@ -198,8 +237,10 @@ class ContextEngine:
 
     def _budget(self, budget: int | None) -> int:
         budget = self.config.budget if budget is None else budget
-        if isinstance(budget, bool) or not isinstance(budget, int):
+        # Any integer type (numpy's too), but not bool and not a float.
+        if isinstance(budget, bool) or not isinstance(budget, numbers.Integral):
             raise InvalidTypeError(f"budget: expected int, got {type(budget).__name__}")
+        budget = int(budget)
         if budget <= 3:
             raise InvalidInputError(f"budget: must be > 3 (the reply priming alone costs 3 tokens), got {budget}")
         return budget
@@ -213,23 +254,39 @@ class ContextEngine:
         return next((it.text for it in reversed(items) if it.role == "user"), "")
 
     def _archive_changed(self, items: Sequence[Item], results) -> None:
-        for it, res in zip(items, results):
-            # A copy, so later edits of the caller's dict cannot change what
-            # `restore` returns; an equal copy archived before is kept as is.
-            if res.status != "kept" and self._archive.get(it.id) != it.source:
-                self._archive[it.id] = copy.deepcopy(it.source)
+        # Copies (made by the archive), so later edits of the caller's dicts
+        # cannot change what `restore` returns.
+        self.archive.put_many((it.id, it.source) for it, res in zip(items, results) if res.status != "kept")
 
-    def _warnings(self, items: Sequence[Item]) -> list[str]:
-        tool = [it for it in items if it.role == "tool"]
-        warnings = [
-            f"tool result {it.id} is {it.tokens} tokens (over {self.config.tool_output_warning_tokens})"
-            for it in tool if it.tokens > self.config.tool_output_warning_tokens
-        ]
-        total = sum(it.tokens for it in tool)
+    def _warnings(self, items: Sequence[Item], sizes: Sequence[int], plan: Plan, results: Sequence[Any]) -> list[str]:
+        """One line per kind of problem, with counts, in the caller's sizes."""
+        warnings = list(plan.notes)
+        cut = [results[i] for i in plan.cuts]
+        if cut:
+            what = ", ".join(f"{r.id} {r.tokens_in} -> {r.tokens_out}" for r in cut)
+            warnings.append(f"the current turn did not fit and was cut to head + tail (tokens: {what})")
+        limit = self.config.tool_output_warning_tokens
+        large = sorted(((sizes[i], it.id) for i, it in enumerate(items) if it.role == "tool" and sizes[i] > limit), reverse=True)
+        if large:
+            top = ", ".join(f"{item_id} {tokens}" for tokens, item_id in large[:3])
+            warnings.append(f"{len(large)} tool result(s) over {limit} tokens (largest: {top})")
+        total = sum(size for size, it in zip(sizes, items) if it.role == "tool")
         if total > self.config.total_tool_output_warning_tokens:
             warnings.append(f"tool output totals {total} tokens (over {self.config.total_tool_output_warning_tokens})")
         return warnings
 
+
+def _highlights(plan: Plan, results: Sequence[Any], largest: int = 3) -> list[str]:
+    """The report's first lines: the current turn, then the largest messages."""
+
+    def line(label: str, r: Any) -> str:
+        what = r.status if r.status == "kept" else f"{r.status} ({r.reason})" if r.reason else r.status
+        return f"{label} {r.id} ({r.role}, {r.tokens_in} tokens): {what}, {r.tokens_out} tokens out"
+
+    lines = [line("current turn:", results[i]) for i in plan.current]
+    shown = set(plan.current)
+    big = sorted((r for r in results if r.index not in shown), key=lambda r: r.tokens_in, reverse=True)[:largest]
+    return lines + [line("largest:", r) for r in big]
 
 def _default_summarizer(tokenizer: Tokenizer) -> Summarizer:
     """The extractive summarizer counting with the engine's own tokenizer (no

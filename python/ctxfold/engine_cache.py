@@ -3,13 +3,16 @@ before (or grown by one turn) costs little: each message's exact token cost,
 each text's embedding, and each summary. Keys are the content itself (or its
 hash), never positions, so edits and reorderings can never hit a stale entry.
 
-Each table is a bounded LRU; a `store` (anything with the small key-value API
-of `ctxfold.memory`'s caches) makes embeddings and summaries outlive the
-process."""
+The tables share one bound in bytes (`EngineCache(max_bytes=...)`, the
+engine's `cache_bytes`): the least recently used entry of any table goes
+first, so the memory follows whichever table the workload fills. A `store`
+(anything with the small key-value API of `ctxfold.memory`'s caches) makes
+embeddings and summaries outlive the process."""
 
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
@@ -18,12 +21,26 @@ from typing import Any, Generic, TypeVar
 import msgspec
 import numpy as np
 
-__all__ = ["Lru", "EngineCache", "CachingEmbedder", "message_key", "content_hash"]
+from ctxfold.errors import InvalidInputError, InvalidTypeError
+
+__all__ = [
+    "Lru", "BytePool", "EngineCache", "CachingEmbedder", "message_key", "content_hash", "approx_bytes",
+    "check_bytes", "DEFAULT_CACHE_BYTES", "ENTRY_OVERHEAD",
+]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
+#: The default bound of all of the engine's caches together: a few hundred
+#: long conversations' worth of counts, term statistics and embeddings.
+DEFAULT_CACHE_BYTES = 128 << 20
+#: What an entry costs beyond its key and value: the ordered dict's slot and
+#: link node, the (table, key) and (value, size) pairs, the size int.
+ENTRY_OVERHEAD = 240
+
 _encode = msgspec.json.Encoder(order="deterministic").encode
+_getsizeof = sys.getsizeof
+_INT = _getsizeof(1 << 40)
 
 
 def content_hash(text: str) -> str:
@@ -36,39 +53,202 @@ def message_key(api_message: dict[str, Any]) -> bytes:
     return _encode(api_message)
 
 
-class Lru(Generic[K, V]):
-    """A dict that forgets the least recently used entries beyond `capacity`.
-    Thread-safe: `aoptimize` calls on one engine may run at the same time."""
+def check_bytes(value: Any, name: str) -> int:
+    """`value` as a byte bound (an int >= 0), or the error naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidTypeError(f"{name}: expected an int number of bytes, got {type(value).__name__}")
+    if value < 0:
+        raise InvalidInputError(f"{name}: must be >= 0 bytes (0 keeps nothing in memory), got {value}")
+    return value
 
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self._data: OrderedDict[K, V] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = self.misses = 0
 
-    def get(self, key: K) -> V | None:
-        with self._lock:
-            value = self._data.get(key)
-            if value is None:
-                self.misses += 1
-                return None
-            self._data.move_to_end(key)
-            self.hits += 1
-            return value
+def approx_bytes(obj: Any) -> int:
+    """The memory `obj` holds, roughly: `sys.getsizeof` summed over the
+    containers' contents (dicts, lists, tuples, sets; arrays by their data).
+    An object referenced twice is counted twice: an overestimate, the safe
+    side for a bound."""
+    total = 0
+    stack = [obj]
+    seen: set[int] = set()
+    while stack:
+        o = stack.pop()
+        if isinstance(o, (str, bytes, int, float)) or o is None:
+            total += _getsizeof(o)
+        elif isinstance(o, np.ndarray):
+            total += _getsizeof(o) + (o.nbytes if o.base is not None else 0)
+        elif id(o) in seen:
+            continue
+        elif isinstance(o, dict):
+            seen.add(id(o))
+            total += _getsizeof(o)
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, (list, tuple, set, frozenset)):
+            seen.add(id(o))
+            total += _getsizeof(o)
+            stack.extend(o)
+        else:
+            total += _getsizeof(o)
+    return total
 
-    def put(self, key: K, value: V) -> None:
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.capacity:
-                self._data.popitem(last=False)
+
+def _entry_bytes(key: Any, value: Any) -> int:
+    return approx_bytes(key) + approx_bytes(value) + ENTRY_OVERHEAD
+
+
+class BytePool:
+    """The shared bound of several `Lru` tables: one recency order over all
+    their entries, trimmed from the least recently used until the entries
+    take at most `max_bytes`. Thread-safe (one lock for all the tables):
+    `aoptimize` calls on one engine may run at the same time."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = check_bytes(max_bytes, "max_bytes")
+        self.nbytes = 0
+        self.lock = threading.Lock()
+        self._data: OrderedDict[tuple[int, Any], tuple[Any, int]] = OrderedDict()
+        self._tables: list[Lru[Any, Any]] = []
+
+    def _register(self, table: Lru[Any, Any]) -> int:
+        with self.lock:
+            self._tables.append(table)
+            return len(self._tables) - 1
+
+    def _trim(self) -> None:
+        """Evict until within the bound (the caller holds the lock)."""
+        while self.nbytes > self.max_bytes and self._data:
+            (tag, _), (_, size) = self._data.popitem(last=False)
+            self.nbytes -= size
+            table = self._tables[tag]
+            table._count -= 1
+            table._nbytes -= size
+            table.evictions += 1
 
     def __len__(self) -> int:
         return len(self._data)
 
+
+class Lru(Generic[K, V]):
+    """A dict that forgets its least recently used entries once they take
+    more than `max_bytes` (approximate: `sizeof(key, value)`, by default
+    `approx_bytes` of both plus `ENTRY_OVERHEAD`). An entry larger than the
+    whole bound is not kept. `pool=` shares the bound (and the recency order)
+    with other tables; otherwise the table has a bound of its own.
+    Thread-safe. Values are never None (None is what a miss returns)."""
+
+    def __init__(
+        self,
+        max_bytes: int | None = None,
+        sizeof: Callable[[K, V], int] | None = None,
+        *,
+        pool: BytePool | None = None,
+    ) -> None:
+        if (pool is None) == (max_bytes is None):
+            raise InvalidInputError("max_bytes: pass either max_bytes (a bound of its own) or pool=, not both or neither")
+        self.pool = pool if pool is not None else BytePool(max_bytes)  # type: ignore[arg-type]
+        self._sizeof = sizeof if sizeof is not None else _entry_bytes
+        self._tag = self.pool._register(self)
+        self._count = self._nbytes = 0
+        self.hits = self.misses = self.evictions = 0
+
+    @property
+    def max_bytes(self) -> int:
+        return self.pool.max_bytes
+
+    @property
+    def nbytes(self) -> int:
+        """Approximate bytes this table's entries take."""
+        return self._nbytes
+
+    def get(self, key: K) -> V | None:
+        pool = self.pool
+        slot = (self._tag, key)
+        with pool.lock:
+            found = pool._data.get(slot)
+            if found is None:
+                self.misses += 1
+                return None
+            pool._data.move_to_end(slot)
+            self.hits += 1
+            return found[0]  # type: ignore[no-any-return]
+
+    def peek(self, key: K) -> V | None:
+        """The value without counting a hit or refreshing its recency."""
+        with self.pool.lock:
+            found = self.pool._data.get((self._tag, key))
+        return None if found is None else found[0]  # type: ignore[no-any-return]
+
+    def put(self, key: K, value: V, size: int | None = None) -> bool:
+        """Keep `value` under `key` (most recent); False if it is larger than
+        the whole bound and so not kept. `size`: its bytes if already known."""
+        size = self._sizeof(key, value) if size is None else int(size)
+        pool = self.pool
+        slot = (self._tag, key)
+        with pool.lock:
+            old = pool._data.pop(slot, None)
+            if old is not None:
+                pool.nbytes -= old[1]
+                self._count -= 1
+                self._nbytes -= old[1]
+            if size > pool.max_bytes:
+                return False
+            pool._data[slot] = (value, size)
+            pool.nbytes += size
+            self._count += 1
+            self._nbytes += size
+            pool._trim()
+        return True
+
+    def discard(self, key: K) -> None:
+        with self.pool.lock:
+            old = self.pool._data.pop((self._tag, key), None)
+            if old is not None:
+                self.pool.nbytes -= old[1]
+                self._count -= 1
+                self._nbytes -= old[1]
+
+    def __contains__(self, key: object) -> bool:
+        with self.pool.lock:
+            return (self._tag, key) in self.pool._data
+
+    def __len__(self) -> int:
+        return self._count
+
     def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
+        pool = self.pool
+        with pool.lock:
+            mine = [slot for slot in pool._data if slot[0] == self._tag]
+            for slot in mine:
+                pool.nbytes -= pool._data.pop(slot)[1]
+            self._count = self._nbytes = 0
+
+
+# Sizes of the engine's entries, computed without walking them: puts happen
+# for every message not seen before, so this stays a handful of C calls.
+def _cost_bytes(key: bytes, value: int) -> int:
+    return _getsizeof(key) + _INT + ENTRY_OVERHEAD
+
+
+def _text_int_bytes(key: str, value: Any) -> int:
+    return _getsizeof(key) + _INT + ENTRY_OVERHEAD
+
+
+def _embedding_bytes(key: str, value: np.ndarray) -> int:
+    return _getsizeof(key) + _getsizeof(value) + (value.nbytes if value.base is not None else 0) + ENTRY_OVERHEAD
+
+
+def _summary_bytes(key: tuple[str, int], value: str) -> int:
+    return _getsizeof(key) + _getsizeof(key[0]) + _INT + _getsizeof(value) + ENTRY_OVERHEAD
+
+
+def _terms_bytes(key: str, value: tuple[dict[str, int], int]) -> int:
+    counts = value[0]
+    return (_getsizeof(key) + _getsizeof(value) + _getsizeof(counts) + sum(map(_getsizeof, counts))
+            + _INT * (len(counts) + 1) + ENTRY_OVERHEAD)
+
+
+def _structure_bytes(key: tuple[str, str | None, str], value: float) -> int:
+    return _getsizeof(key) + _getsizeof(key[2]) + _INT + ENTRY_OVERHEAD
 
 
 class CachingEmbedder:
@@ -90,7 +270,8 @@ class CachingEmbedder:
         if missing:
             fresh = np.asarray(self.embedder.encode([texts[i] for i in missing]), dtype=np.float32)
             for i, vector in zip(missing, fresh):
-                found[i] = vector
+                # A copy: a row view would keep the whole batch alive, unaccounted.
+                found[i] = vector = vector.copy()
                 self.cache.put(texts[i], vector)
             if self.store is not None:
                 self.store.put_embeddings(
@@ -113,18 +294,31 @@ class CachingEmbedder:
 
 
 class EngineCache:
-    """The engine's three caches. `capacity` bounds each table (entries)."""
+    """The engine's caches, bounded together by `max_bytes` (approximate
+    bytes of keys and values; the least recently used entry of any table
+    is evicted first)."""
 
-    def __init__(self, capacity: int = 50_000, store: Any = None) -> None:
-        self.costs: Lru[bytes, int] = Lru(capacity)
-        self.embeddings: Lru[str, np.ndarray] = Lru(capacity)
-        self.summaries: Lru[tuple[str, int], str] = Lru(capacity)
-        self.token_counts: Lru[str, int] = Lru(capacity)
-        self.terms: Lru[str, tuple[dict[str, int], int]] = Lru(capacity)
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES, store: Any = None) -> None:
+        self.pool = BytePool(max_bytes)
+        pool = self.pool
+        self.costs: Lru[bytes, int] = Lru(sizeof=_cost_bytes, pool=pool)
+        self.embeddings: Lru[str, np.ndarray] = Lru(sizeof=_embedding_bytes, pool=pool)
+        self.summaries: Lru[tuple[str, int], str] = Lru(sizeof=_summary_bytes, pool=pool)
+        self.token_counts: Lru[str, int] = Lru(sizeof=_text_int_bytes, pool=pool)
+        self.terms: Lru[str, tuple[dict[str, int], int]] = Lru(sizeof=_terms_bytes, pool=pool)
         """BM25 term frequencies and length of each text."""
-        self.structure: Lru[tuple[str, str | None, str], float] = Lru(capacity)
+        self.structure: Lru[tuple[str, str | None, str], float] = Lru(sizeof=_structure_bytes, pool=pool)
         """Structure-layer score by (role, kind, text): independent of the query."""
         self.store = store
+
+    @property
+    def max_bytes(self) -> int:
+        return self.pool.max_bytes
+
+    @property
+    def nbytes(self) -> int:
+        """Approximate bytes all the tables take (at most `max_bytes`)."""
+        return self.pool.nbytes
 
     def count_texts(self, texts: Sequence[str], tokenizer: Any) -> list[int]:
         """Token counts of `texts`, counting only the texts not seen before."""
@@ -159,7 +353,8 @@ class EngineCache:
         if missing:
             for i, cost in zip(missing, compute([api_messages[i] for i in missing])):
                 costs[i] = cost
-                self.costs.put(keys[i], cost)
+                # An exact-size copy: the encoder's buffer has room to spare, held for as long as the entry.
+                self.costs.put(bytes(memoryview(keys[i])), cost)
         return costs  # type: ignore[return-value]
 
     def summary(self, key: tuple[str, int]) -> str | None:

@@ -1,8 +1,11 @@
 """Planning: one choice per message (keep, summary, clear, drop) that fits the
 budget exactly and keeps the most value, made by the core's multiple-choice
-knapsack. Tool calls and their results share one choice; hard-protected
-messages must be kept; soft-protected ones are worth so much that they are
-shortened before anything of theirs is dropped."""
+knapsack. Every promise is a constraint of that one solve, never a repair
+after it: tool calls and their results share one choice; hard-protected
+messages must be kept; the current turn (the last user message, and the
+tool round the input ends with) is never dropped, only shortened when it
+cannot fit; every form's cost, gap markers included, is an upper bound of
+what rendering it costs."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import msgspec
 import numpy as np
 
 from ctxfold._core import Tokenizer, select_options
-from ctxfold.compaction import CLEARABLE_KINDS, NEVER_COMPACT, placeholder
+from ctxfold.compaction import CLEARABLE_KINDS, NEVER_COMPACT, later_copies, placeholder
 from ctxfold.config import EngineConfig
 from ctxfold.engine_cache import EngineCache
 from ctxfold.errors import BudgetError
@@ -20,7 +23,10 @@ from ctxfold.multilevel import CHUNK_SIZE, LEVEL2_SHARE, Chunk, chunk_marker, ma
 from ctxfold.tokens import REPLY_PRIMING, count_messages
 from ctxfold.types import Item
 
-__all__ = ["Plan", "plan_items", "choose_strategy", "zones", "pull_in_neighbours", "KEEP", "SUMMARY", "CLEAR", "DROP", "SUMMARY_MARKER"]
+__all__ = [
+    "Plan", "plan_items", "choose_strategy", "zones", "pull_in_neighbours", "current_turn", "count_gap_markers",
+    "gap_marker", "KEEP", "SUMMARY", "CLEAR", "DROP", "SUMMARY_MARKER",
+]
 
 KEEP, SUMMARY, CLEAR, DROP = 0, 1, 2, 3
 SUMMARY_MARKER = "[summary] "
@@ -41,6 +47,14 @@ SUMMARY_SHARE, CLEAR_SHARE = 0.35, 0.02
 NEIGHBOUR_SHARE = 0.5
 # Joining a marker and a summary can merge a token or two across the seam.
 SEAM_SLACK = 2
+# The current turn outranks everything else: verbatim, then shortened, then
+# at its minimal size; the steps dwarf any sum of other values.
+CURRENT_PRESENT = 1e9
+# A shortened current turn takes at most this share of the room left beside
+# the protected messages, so some history still fits beside it.
+CURRENT_SHARE = 0.75
+# The smallest form of a current-turn text (head + tail around the omission marker).
+CURRENT_MIN_TOKENS = 64
 
 
 class Plan(msgspec.Struct, kw_only=True):
@@ -54,6 +68,14 @@ class Plan(msgspec.Struct, kw_only=True):
     """Whether runs of dropped messages are marked with `[... N messages omitted ...]`."""
     chunks: list[Chunk] = msgspec.field(default_factory=list)
     """MULTI_LEVEL: the chunks of older messages and the summary level chosen for each."""
+    cuts: dict[int, int] = msgspec.field(default_factory=dict)
+    """Current-turn messages shortened to head + tail: the token limit of each content."""
+    current: list[int] = msgspec.field(default_factory=list)
+    """The indices of the current turn."""
+    duplicates: dict[int, int] = msgspec.field(default_factory=dict)
+    """Messages repeated verbatim later: the index of the last copy."""
+    notes: list[str] = msgspec.field(default_factory=list)
+    """What the planner had to give up, for the report's warnings."""
 
 
 def message_values(scores: np.ndarray) -> np.ndarray:
@@ -135,6 +157,38 @@ def zones(items: Sequence[Item], strategy: str, room: int) -> list[str]:
     return ["free"] * n
 
 
+def current_turn(items: Sequence[Item]) -> list[int]:
+    """The messages the next answer is for: the last user message and, when
+    the input ends with tool results, the assistant message that made those
+    calls with all of its results."""
+    current = set()
+    last_user = max((i for i, it in enumerate(items) if it.role == "user"), default=None)
+    if last_user is not None:
+        current.add(last_user)
+    if items and items[-1].role == "tool":
+        groups = tool_groups(items)
+        if groups[-1] >= 0:
+            current.update(i for i in range(len(items)) if groups[i] == groups[-1])
+    return sorted(current)
+
+
+def gap_marker(omitted: int) -> str:
+    return f"[... {omitted} messages omitted ...]"
+
+
+def count_gap_markers(present: Sequence[bool]) -> int:
+    """How many gap markers rendering puts in: one before each present
+    message that follows a run of absent ones."""
+    markers, gap = 0, False
+    for here in present:
+        if here:
+            markers += gap
+            gap = False
+        else:
+            gap = True
+    return markers
+
+
 def plan_items(
     items: Sequence[Item],
     scores: np.ndarray,
@@ -147,21 +201,33 @@ def plan_items(
     n = len(items)
     room = budget - REPLY_PRIMING
     hard = np.array([hard_protected(it) for it in items], dtype=bool)
-    fixed = int(sum(it.tokens for it, h in zip(items, hard) if h))
+    groups = tool_groups(items)
+    # A protected message keeps its whole tool group (the knapsack gives a
+    # group with a protected member option 0), so the group counts as fixed.
+    fixed_groups = {int(g) for g, h in zip(groups, hard) if h and g >= 0}
+    fixed_mask = hard | np.array([g >= 0 and int(g) in fixed_groups for g in groups], dtype=bool)
+    fixed = int(sum(it.tokens for it, f in zip(items, fixed_mask) if f))
     if fixed > room:
         raise BudgetError(
             f"budget: the system prompt, pinned messages and tool definitions alone need {fixed + REPLY_PRIMING} "
             f"tokens but the budget is {budget} ({fixed - room} over); raise the budget or unpin messages"
         )
+    cache = cache if cache is not None else EngineCache()
+    contents = [it.message.get("content") for it in items]
+    strings = [c for c in contents if isinstance(c, str)]
+    by_text = dict(zip(strings, cache.count_texts(strings, tokenizer)))
+    text_tokens = [by_text[c] if isinstance(c, str) else 0 for c in contents]
+    current = [i for i in current_turn(items) if not fixed_mask[i]]
+    cuts, cut_costs = _current_forms(items, current, text_tokens, room - fixed, budget, fixed)
     zone = zones(items, strategy, room)
     soft = (soft_protected(items, config) | np.array([z == "window" for z in zone])) & ~hard
     targets: dict[int, int] = {}
     marker = int(tokenizer.count(SUMMARY_MARKER))
     base = message_values(scores)
-    cache = cache if cache is not None else EngineCache()
-    contents = [it.message.get("content") for it in items]
-    strings = [c for c in contents if isinstance(c, str)]
-    by_text = dict(zip(strings, cache.count_texts(strings, tokenizer)))
+    duplicates = later_copies(items)
+    for i in duplicates:
+        # An exact copy of a later message adds nothing while that one is there.
+        base[i] = 0.0
     # Built as Python lists (one row per message: keep, summary, clear, drop),
     # then one array: element-wise numpy writes would cost more than the solve.
     unavailable = room + 1
@@ -172,39 +238,47 @@ def plan_items(
         value = [SOFT_PRESENT + SOFT_VERBATIM_BONUS + b if is_soft else b, 0.0, 0.0, 0.0]
         cost_rows.append(cost)
         value_rows.append(value)
+        if i in cut_costs:
+            # The current turn: verbatim, shortened or minimal, never dropped.
+            cost[:] = [*cut_costs[i], unavailable]
+            value[:] = [3 * CURRENT_PRESENT + b, 2 * CURRENT_PRESENT + b, CURRENT_PRESENT + b, 0.0]
+            continue
         if it.tool_call_ids:
             # The call itself stays whole; its results carry the shortening.
             cost[SUMMARY] = cost[CLEAR] = it.tokens
             value[SUMMARY] = value[CLEAR] = value[KEEP] * 0.999
             continue
-        text_tokens = by_text[contents[i]] if isinstance(contents[i], str) else 0
         ratio = min(config.summary_ratio, 0.15) if zone[i] == "heavy" else config.summary_ratio
-        target = max(config.min_summary_tokens, int(text_tokens * ratio))
-        if zone[i] != "key" and text_tokens > target + marker + SEAM_SLACK and it.kind not in NEVER_COMPACT:
+        target = max(config.min_summary_tokens, int(text_tokens[i] * ratio))
+        if zone[i] != "key" and text_tokens[i] > target + marker + SEAM_SLACK and it.kind not in NEVER_COMPACT:
             targets[i] = target
-            cost[SUMMARY] = it.tokens - text_tokens + marker + target + SEAM_SLACK
+            cost[SUMMARY] = it.tokens - text_tokens[i] + marker + target + SEAM_SLACK
             value[SUMMARY] = SOFT_PRESENT + b * SUMMARY_SHARE if is_soft else b * SUMMARY_SHARE
-            if zone[i] in ("summarize", "heavy") and not hard[i]:
+            if zone[i] in ("summarize", "heavy") and not fixed_mask[i]:
                 cost[KEEP] = unavailable
         if it.kind in CLEARABLE_KINDS and not is_soft:
             stub = int(tokenizer.count(placeholder(it)))
-            if stub + SEAM_SLACK < text_tokens:
-                cost[CLEAR] = it.tokens - text_tokens + stub + SEAM_SLACK
+            if stub + SEAM_SLACK < text_tokens[i]:
+                cost[CLEAR] = it.tokens - text_tokens[i] + stub + SEAM_SLACK
                 value[CLEAR] = b * CLEAR_SHARE
     costs = np.array(cost_rows, dtype=np.int64).reshape(n, 4)
     values = np.array(value_rows, dtype=np.float64).reshape(n, 4)
-    groups = tool_groups(items)
     chunks: list[Chunk] = []
     if strategy == "multi_level":
-        movable = movable_for_chunks(items, hard, groups, CHUNK_SIZE) & ~soft
+        movable = movable_for_chunks(items, hard | soft | _in_current(n, current), groups, CHUNK_SIZE)
         chunks = make_chunks(items, movable, groups, tokenizer, config.summary_ratio, config.min_summary_tokens)
     in_chunk = {i for c in chunks for i in c.indices}
     rows = [i for i in range(n) if i not in in_chunk]
     chunk_costs, chunk_values = _chunk_options(chunks, items, base, room, tokenizer)
+    gap_markers = strategy == "compacted"
+    # Gap markers cost tokens only once the choices are known: the room holds
+    # a reserve for them, raised and solved again until the markers fit it.
+    marker_cost = _system_message_cost(gap_marker(n), tokenizer) if gap_markers else 0
+    reserve = 0
 
     def solve() -> tuple[np.ndarray, dict]:
         return select_options(
-            np.vstack([costs[rows], chunk_costs]), np.vstack([values[rows], chunk_values]), room,
+            np.vstack([costs[rows], chunk_costs]), np.vstack([values[rows], chunk_values]), room - reserve,
             protected=np.concatenate([hard[rows], np.zeros(len(chunks), dtype=bool)]),
             groups=np.concatenate([groups[rows], np.full(len(chunks), -1, dtype=np.int64)]), return_info=True,
         )
@@ -212,6 +286,20 @@ def plan_items(
     choices, info = solve()
     if config.expand_neighbours and pull_in_neighbours(items, rows, choices, values, base):
         choices, info = solve()
+    notes: list[str] = []
+    unmarked = choices, info
+    while gap_markers:
+        needed = count_gap_markers([int(c) != DROP for c in choices]) * marker_cost
+        if needed <= reserve:
+            break
+        reserve = needed
+        try:
+            choices, info = solve()
+        except BudgetError:
+            # The markers only point out gaps: without room for them the
+            # context goes without, as planned before they were reserved.
+            (choices, info), gap_markers = unmarked, False
+            notes.append("no room for gap markers: omitted runs of messages are not marked")
     chosen = [DROP] * n
     chosen_values = [0.0] * n
     for row, i in enumerate(rows):
@@ -219,6 +307,9 @@ def plan_items(
         c = int(choices[row])
         chosen[i] = KEEP if items[i].tool_call_ids and c in (SUMMARY, CLEAR) else c
         chosen_values[i] = float(values[i, chosen[i]])
+    for i, forms in cuts.items():
+        if chosen[i] in (SUMMARY, CLEAR) and not forms[chosen[i]]:
+            chosen[i] = KEEP  # a current-turn message whose group was shortened, itself whole
     for k, chunk in enumerate(chunks):
         option = int(choices[len(rows) + k])
         chunk.level = {0: 1, 1: 2}.get(option, 0)
@@ -228,12 +319,64 @@ def plan_items(
     return Plan(
         strategy=strategy,
         choices=chosen,
-        summary_targets={i: targets[i] for i in rows if chosen[i] == SUMMARY and i in targets},
+        summary_targets={
+            i: targets[i] for i in rows if chosen[i] == SUMMARY and i in targets and i not in cut_costs
+        },
         values=chosen_values,
         gap=float(info["gap"]),
-        gap_markers=strategy == "compacted",
+        gap_markers=gap_markers,
         chunks=chunks,
+        cuts={i: cuts[i][chosen[i]] for i in cuts if chosen[i] in (SUMMARY, CLEAR) and cuts[i][chosen[i]]},
+        current=current_turn(items),
+        duplicates=duplicates,
+        notes=notes,
     )
+
+
+def _in_current(n: int, current: Sequence[int]) -> np.ndarray:
+    mask = np.zeros(n, dtype=bool)
+    mask[list(current)] = True
+    return mask
+
+
+def _current_forms(
+    items: Sequence[Item], current: Sequence[int], text_tokens: Sequence[int], free: int, budget: int, fixed: int
+) -> tuple[dict[int, tuple[int, int, int]], dict[int, tuple[int, int, int]]]:
+    """The three forms of each current-turn message (verbatim, shortened,
+    minimal): the token limit of the content for each shortened form (0 =
+    verbatim) and each form's cost. Texts share CURRENT_SHARE of the room
+    left beside everything fixed, in proportion to their size; a tool call
+    and any message without text content stay whole in every form. Raises
+    `BudgetError` when even the minimal forms cannot fit."""
+    shrinkable = [i for i in current if isinstance(items[i].message.get("content"), str)
+                  and not items[i].tool_call_ids and text_tokens[i] > CURRENT_MIN_TOKENS]
+    overhead = sum(items[i].tokens - (text_tokens[i] if i in shrinkable else 0) for i in current)
+    minimal = overhead + CURRENT_MIN_TOKENS * len(shrinkable)
+    if minimal > free:
+        full = sum(items[i].tokens for i in current)
+        raise BudgetError(
+            f"budget: the current turn needs at least {minimal} tokens even shortened ({full} in full) and "
+            f"the system prompt, pinned messages and reply priming {fixed + REPLY_PRIMING}, but the budget is "
+            f"{budget}; raise the budget to at least {minimal + fixed + REPLY_PRIMING}"
+        )
+    share = max(0, int((free - overhead) * CURRENT_SHARE))
+    total_text = sum(text_tokens[i] for i in shrinkable) or 1
+    cuts: dict[int, tuple[int, int, int]] = {}
+    costs: dict[int, tuple[int, int, int]] = {}
+    for i in current:
+        if i not in shrinkable:
+            cuts[i] = (0, 0, 0)
+            costs[i] = (items[i].tokens,) * 3
+            continue
+        head_room = items[i].tokens - text_tokens[i]
+        shortened = min(text_tokens[i], max(CURRENT_MIN_TOKENS, share * text_tokens[i] // total_text))
+        cuts[i] = (0, shortened if shortened < text_tokens[i] else 0, CURRENT_MIN_TOKENS)
+        costs[i] = (items[i].tokens, head_room + shortened, head_room + CURRENT_MIN_TOKENS)
+    return cuts, costs
+
+
+def _system_message_cost(content: str, tokenizer: Tokenizer) -> int:
+    return int(count_messages([{"role": "system", "content": content}], tokenizer=tokenizer)) - REPLY_PRIMING
 
 
 def answered_turn(items: Sequence[Item], i: int) -> int | None:
@@ -272,8 +415,8 @@ def _chunk_options(
     for k, chunk in enumerate(chunks):
         worth = float(base[chunk.indices].sum()) * SUMMARY_SHARE
         for option, (level, target) in enumerate(zip((1, 2), chunk.targets)):
-            framing = int(count_messages([{"role": "system", "content": chunk_marker(chunk, items, level)}], tokenizer=tokenizer))
-            costs[k, option] = framing - REPLY_PRIMING + target + SEAM_SLACK
+            framing = _system_message_cost(chunk_marker(chunk, items, level), tokenizer)
+            costs[k, option] = framing + target + SEAM_SLACK
             values[k, option] = worth * (1.0 if level == 1 else LEVEL2_SHARE)
         costs[k, DROP] = 0
     return costs, values

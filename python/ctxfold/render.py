@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 
 from ctxfold._core import Tokenizer
-from ctxfold.compaction import Edit, placeholder
+from ctxfold.compaction import Edit, head_tail, placeholder
 from ctxfold.engine_cache import EngineCache, content_hash
 from ctxfold.multilevel import Chunk, chunk_marker
-from ctxfold.plan import CLEAR, DROP, KEEP, SUMMARY, SUMMARY_MARKER, Plan, hard_protected, tool_groups
+from ctxfold.errors import CtxFoldError
+from ctxfold.plan import CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_MARKER, Plan, gap_marker, hard_protected
 from ctxfold.summarize import Summarizer
 from ctxfold.tokens import REPLY_PRIMING, count_messages, message_costs
 from ctxfold.types import Item, ItemResult
@@ -32,38 +33,35 @@ def render(
     summarizer: Summarizer,
     cache: EngineCache | None = None,
     edits: dict[int, Edit] | None = None,
+    tokens_in: Sequence[int] | None = None,
 ) -> tuple[list[dict[str, Any]], int, list[ItemResult]]:
+    """The plan's messages in order. Every form is held to the size the plan
+    priced it at, so the result fits `budget` by construction; `tokens_in`
+    are the caller's message sizes (before any structural cut) for the report."""
     cache = EngineCache() if cache is None else cache
-    contents = _summaries(items, plan, summarizer, cache)
+    contents = _summaries(items, plan, summarizer, cache, tokenizer)
+    for i, limit in plan.cuts.items():
+        contents[i] = head_tail(str(items[i].message.get("content") or ""), limit, tokenizer)
     for i, it in enumerate(items):
-        if plan.choices[i] == CLEAR:
+        if plan.choices[i] == CLEAR and i not in plan.cuts and i not in contents:
             contents[i] = placeholder(it)
-    chunk_messages = _chunk_summaries(items, plan.chunks, summarizer, cache)
-    messages, kept = _assemble(items, plan.choices, contents, plan.gap_markers, chunk_messages)
+    chunk_messages = _chunk_summaries(items, plan.chunks, summarizer, cache, tokenizer)
+    messages, _ = _assemble(items, plan.choices, contents, plan.gap_markers, chunk_messages)
     total = _count(messages, tokenizer, cache)
-    # The plan's costs are upper bounds (gap markers excepted), so this is a
-    # guard: drop the least valuable droppable message, with its tool group
-    # (a chunk summary goes as a whole).
-    groups = tool_groups(items)
-    order = sorted((i for i in kept if not hard_protected(items[i])), key=lambda i: plan.values[i])
-    while total > budget and order:
-        first = order.pop(0)
-        for j in range(len(items)):
-            if j == first or (groups[first] >= 0 and groups[j] == groups[first]):
-                plan.choices[j] = DROP
-        for chunk in plan.chunks:
-            if first in chunk.indices:
-                chunk.level = 0
-                chunk_messages.pop(chunk.indices[0], None)
-                for j in chunk.indices:
-                    plan.choices[j] = DROP
-        messages, kept = _assemble(items, plan.choices, contents, plan.gap_markers, chunk_messages)
-        total = _count(messages, tokenizer, cache)
+    if total > budget:
+        raise CtxFoldError(
+            f"internal error: the rendered context is {total} tokens, over the budget of {budget} that the plan "
+            "was made for; please report this with the input"
+        )
+    sizes = list(tokens_in) if tokens_in is not None else [it.tokens for it in items]
+    reasons = _reasons(items, plan, scores)
     results = [
         ItemResult(
-            id=it.id, index=it.index, role=it.role, status=STATUS[plan.choices[i]], tokens_in=it.tokens,
+            id=it.id, index=it.index, role=it.role, tokens_in=sizes[i],
+            status="summarized" if i in plan.cuts else STATUS[plan.choices[i]],
             tokens_out=_tokens_out(it, plan.choices[i], contents.get(i), tokenizer),
             score=float(scores[i]), layers={k: float(v[i]) for k, v in layers.items()},
+            reason=reasons[i],
         )
         for i, it in enumerate(items)
     ]
@@ -73,12 +71,41 @@ def render(
         if plan.choices[i] == KEEP:
             results[i].status, results[i].reason = edit.status, edit.reason  # type: ignore[assignment]
         elif plan.choices[i] != DROP:
-            results[i].reason = edit.reason
+            results[i].reason = f"{edit.reason}; then {results[i].reason}"
     return messages, total, results
 
 
+def _reasons(items: Sequence[Item], plan: Plan, scores: np.ndarray) -> list[str]:
+    """Why each message is not in the context verbatim ("" when it is)."""
+    kept = [float(scores[j]) for j, c in enumerate(plan.choices) if c != DROP and not hard_protected(items[j])]
+    lowest = min(kept, default=None)
+    call_of = {call_id: it.id for it in items for call_id in it.tool_call_ids}
+    reasons = []
+    for i, (it, choice) in enumerate(zip(items, plan.choices)):
+        score = float(scores[i])
+        if choice == KEEP:
+            reason = ""
+        elif i in plan.cuts:
+            reason = f"current turn cut to head + tail ({plan.cuts[i]} tokens) to fit the budget"
+        elif choice == SUMMARY:
+            reason = f"summarised to at most {plan.summary_targets.get(i, 0)} tokens to make room for higher-value messages"
+        elif choice == CLEAR:
+            reason = f"{(it.kind or it.role).replace('_', ' ')} replaced by a placeholder to make room"
+        elif i in plan.duplicates:
+            reason = f"exact copy of {items[plan.duplicates[i]].id}, which comes later"
+        else:
+            call = call_of.get(it.message.get("tool_call_id")) if it.role == "tool" else None
+            group = f" with its tool call {call}" if call else " with its tool results" if it.tool_call_ids else ""
+            if lowest is not None and score < lowest:
+                reason = f"dropped{group}: score {score:.3f} below every kept message's (lowest kept {lowest:.3f})"
+            else:
+                reason = f"dropped{group}: {it.tokens} tokens at score {score:.3f}; the budget went to more value per token"
+        reasons.append(reason)
+    return reasons
+
+
 def _summaries(
-    items: Sequence[Item], plan: Plan, summarizer: Summarizer, cache: EngineCache
+    items: Sequence[Item], plan: Plan, summarizer: Summarizer, cache: EngineCache, tokenizer: Tokenizer
 ) -> dict[int, str]:
     """Summaries of the planned items; a (text, target) pair summarised before is
     taken from `cache` (keyed by content hash), so a conversation that grows by a
@@ -87,7 +114,18 @@ def _summaries(
     order = sorted(plan.summary_targets)
     texts = [str(items[i].message.get("content") or "") for i in order]
     found = _cached_summaries([(t, plan.summary_targets[i]) for t, i in zip(texts, order)], summarizer, cache)
-    return {i: SUMMARY_MARKER + s for i, s in zip(order, found)}
+    return {i: _within(SUMMARY_MARKER, s, plan.summary_targets[i], tokenizer) for i, s in zip(order, found)}
+
+
+def _within(prefix: str, text: str, target: int, tokenizer: Tokenizer) -> str:
+    """`prefix + text` with `text` cut to `target` tokens and the whole to the
+    size the plan priced (prefix + target + seam slack): a summarizer may
+    return more than asked, and the budget must hold whatever it returns."""
+    limit = int(tokenizer.count(prefix)) + target + SEAM_SLACK
+    text = text if tokenizer.count_until(text, target) is not None else tokenizer.truncate(text, target)
+    while (over := int(tokenizer.count(prefix + text)) - limit) > 0:
+        text = tokenizer.truncate(text, max(0, int(tokenizer.count(text)) - over))
+    return prefix + text
 
 
 def _count(messages: list[dict[str, Any]], tokenizer: Tokenizer, cache: EngineCache) -> int:
@@ -97,7 +135,7 @@ def _count(messages: list[dict[str, Any]], tokenizer: Tokenizer, cache: EngineCa
 
 
 def _chunk_summaries(
-    items: Sequence[Item], chunks: Sequence[Chunk], summarizer: Summarizer, cache: EngineCache
+    items: Sequence[Item], chunks: Sequence[Chunk], summarizer: Summarizer, cache: EngineCache, tokenizer: Tokenizer
 ) -> dict[int, dict[str, Any]]:
     """One system message per summarised chunk, keyed by the chunk's first
     index. Level 2 summarises the level-1 summary; both are cached."""
@@ -107,7 +145,7 @@ def _chunk_summaries(
     for k, text in zip(deeper, _cached_summaries([(texts[k], active[k].targets[1]) for k in deeper], summarizer, cache)):
         texts[k] = text
     return {
-        c.indices[0]: {"role": "system", "content": chunk_marker(c, items, c.level) + text}
+        c.indices[0]: {"role": "system", "content": _within(chunk_marker(c, items, c.level), text, c.targets[c.level - 1], tokenizer)}
         for c, text in zip(active, texts)
     }
 
@@ -157,7 +195,7 @@ def _assemble(
             omitted += 1
             continue
         if gap_markers and omitted:
-            messages.append({"role": "system", "content": f"[... {omitted} messages omitted ...]"})
+            messages.append({"role": "system", "content": gap_marker(omitted)})
         omitted = 0
         message = dict(it.message)
         if choices[i] in (SUMMARY, CLEAR) and i in contents:

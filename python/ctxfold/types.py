@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import msgspec
 
-__all__ = ["Item", "ItemResult", "Report", "ContextResult", "Status", "LAYER_NAMES"]
+__all__ = ["Item", "ItemResult", "Repair", "Report", "ContextResult", "Status", "LAYER_NAMES"]
 
 Status = Literal["kept", "summarized", "cleared", "dropped"]
 
@@ -33,6 +33,8 @@ class Item(msgspec.Struct, kw_only=True):
     pinned: bool = False
     tool_call_ids: tuple[str, ...] = ()
     """Ids of the tool calls an assistant message makes."""
+    tool_name: str | None = None
+    """For a tool result: the name of the function whose call it answers."""
     source: Any = None
     """The caller's message this item came from, as passed (for `restore`)."""
 
@@ -51,6 +53,28 @@ class ItemResult(msgspec.Struct, kw_only=True):
     reason: str = ""
 
 
+class Repair(msgspec.Struct, kw_only=True):
+    """One fix made to the input under `EngineConfig(on_invalid="repair")`."""
+
+    index: int
+    """Index of the message in the caller's `messages` (-1: the `system=` argument)."""
+    id: str
+    """Id of that message: its item in `ContextResult.items`, except for a
+    duplicate tool result, which is folded into the first result's item."""
+    kind: str
+    """orphan_tool_result, misplaced_tool_result, unanswered_tool_call,
+    duplicate_tool_call_id, duplicate_tool_result, none_content,
+    empty_tool_calls or lone_surrogate."""
+    problem: str
+    """What was wrong."""
+    action: str
+    """What was done about it."""
+
+    @property
+    def where(self) -> str:
+        return f"messages[{self.index}]" if self.index >= 0 else "system"
+
+
 class Report(msgspec.Struct, kw_only=True):
     """How a context was built: the strategy, where the tokens went, timings."""
 
@@ -63,6 +87,10 @@ class Report(msgspec.Struct, kw_only=True):
     timings_ms: dict[str, float] = msgspec.field(default_factory=dict)
     warnings: list[str] = msgspec.field(default_factory=list)
     optimality_gap: float = 0.0
+    repairs: list[Repair] = msgspec.field(default_factory=list)
+    """What was repaired in the input (`EngineConfig.on_invalid`), in message order."""
+    highlights: list[str] = msgspec.field(default_factory=list)
+    """What happened to the current turn, then to the largest messages, one line each."""
 
     @property
     def compression_ratio(self) -> float:
@@ -78,13 +106,18 @@ class Report(msgspec.Struct, kw_only=True):
         lines = [
             f"strategy {self.strategy}: {self.tokens_in} -> {self.tokens_out} tokens "
             f"(budget {self.budget}, {self.compression_ratio:.2f}x)",
-            "items: " + ", ".join(f"{k} {v}" for k, v in self.counts.items()),
         ]
+        lines += self.highlights
+        lines.append("items: " + ", ".join(f"{k} {v}" for k, v in self.counts.items()))
         if self.layers:
             lines.append("layers: " + ", ".join(f"{k} {v}" for k, v in self.layers.items()))
         if self.timings_ms:
             lines.append("timings: " + ", ".join(f"{k} {v:.1f} ms" for k, v in self.timings_ms.items()))
         lines += [f"warning: {w}" for w in self.warnings]
+        shown = 5
+        lines += [f"repair: {r.where} ({r.id}): {r.problem}; {r.action}" for r in self.repairs[:shown]]
+        if len(self.repairs) > shown:
+            lines.append(f"repair: ... and {len(self.repairs) - shown} more (report.repairs)")
         return "\n".join(lines)
 
 

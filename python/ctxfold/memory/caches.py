@@ -8,7 +8,7 @@ recompute (global tables keyed by content, not by scope):
 - **embeddings** keyed by (content hash, model): `get_embeddings` /
   `put_embeddings`, or `embedding_cache(model)` for an object with the
   ``get_many``/``put_many`` API `ctxfold.Embedder(cache=...)` takes;
-- a **memoisation cache** with TTL: `memo_get` / `memo_set` / `memoize`
+- a **memoisation cache** with TTL: `memo_get` / `memo_set` (`memo_set_many`) / `memoize`
   (values: anything msgpack encodes — str, numbers, lists, dicts, bytes).
 """
 
@@ -181,6 +181,23 @@ class CachesMixin:
                 "expires_at = excluded.expires_at",
                 (namespace, _memo_key(key), blob, now, expires),
             )
+
+    def memo_set_many(self, namespace: str, values: Mapping[Any, Any]) -> None:
+        """`memo_set` (no TTL) for each key and value of ``values``, in one transaction."""
+        try:
+            rows = [(namespace, _memo_key(k), _encode(v), time.time(), None) for k, v in values.items()]
+        except (TypeError, msgspec.EncodeError) as e:
+            raise InvalidInputError(f"values: cannot be cached ({e}); use str, numbers, lists, dicts or bytes") from e
+        if rows:
+            with self._write() as cur:  # type: ignore[attr-defined]
+                cur.executemany(
+                    self._sql(  # type: ignore[attr-defined]
+                        "INSERT INTO memo (namespace, key, value, created_at, expires_at) VALUES (?, ?, ?, ?, ?) "
+                        "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, "
+                        "created_at = excluded.created_at, expires_at = excluded.expires_at"
+                    ),
+                    rows,
+                )
 
     def memo_purge(self, namespace: str | None = None) -> int:
         """Delete expired entries (and all of ``namespace`` if given); how many."""

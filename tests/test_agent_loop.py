@@ -1,0 +1,251 @@
+"""The engine's promises inside an agent loop, for every strategy: the current
+turn is never lost (verbatim, or cut to head + tail with its marker), tool
+calls and results stay together, pinned messages stay, the output fits and
+its count is exact, it validates against the OpenAI SDK's message types (and
+Anthropic's after `to_anthropic`), and a budget too small raises
+`BudgetError`, never a silent loss."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxfold import BudgetError, ContextEngine, EngineConfig, count_messages, to_anthropic
+from ctxfold.config import STRATEGIES
+
+from agent_checks import current_turn, must_be_present
+from sdk_checks import assert_anthropic, assert_openai
+
+WORDS = "deploy berlin invoice error python flight budget laptop friday meeting 42 2023 status ok".split()
+# A few hundred examples in the test run; `--hypothesis-profile=fuzz` raises it to thousands.
+EXAMPLES = max(settings().max_examples, 150)
+ENGINES = {s: ContextEngine(encoding="cl100k_base", config=EngineConfig(strategy=s)) for s in STRATEGIES}
+
+
+def _text(draw, max_words: int = 60) -> str:
+    return " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=max_words)))
+
+
+@st.composite
+def agent_conversations(draw):
+    msgs: list[dict] = []
+    if draw(st.booleans()):
+        msgs.append({"role": "system", "content": "You are a careful agent. " + _text(draw, 30)})
+    call = 0
+
+    def tool_round() -> None:
+        nonlocal call
+        calls = []
+        for _ in range(draw(st.integers(1, 3))):
+            call += 1
+            calls.append({"id": f"call_{call}", "type": "function",
+                          "function": {"name": draw(st.sampled_from(["search", "read_file", "run"])),
+                                       "arguments": json.dumps({"q": _text(draw, 5)})}})
+        msgs.append({"role": "assistant", "content": draw(st.sampled_from([None, "Let me check."])), "tool_calls": calls})
+        for c in calls:
+            result = {"role": "tool", "tool_call_id": c["id"], "content": _text(draw) * draw(st.sampled_from([1, 3, 40, 400]))}
+            kind = draw(st.sampled_from([None, None, "decision", "active_task", "file_read", "debug_log"]))
+            if kind:
+                result["kind"] = kind
+            msgs.append(result)
+
+    for _ in range(draw(st.integers(0, 14))):
+        msgs.append({"role": "user", "content": _text(draw) * draw(st.sampled_from([1, 1, 2, 30]))})
+        for _ in range(draw(st.integers(0, 2))):
+            tool_round()
+        msgs.append({"role": "assistant", "content": _text(draw) * draw(st.sampled_from([1, 4]))})
+    ending = draw(st.sampled_from(["user", "long user", "tool", "assistant"]))
+    if ending in ("user", "long user"):
+        msgs.append({"role": "user", "content": _text(draw) * (draw(st.integers(50, 400)) if ending == "long user" else 1)})
+    elif ending == "tool":
+        msgs.append({"role": "user", "content": _text(draw)})
+        tool_round()
+    for m in msgs:
+        if m["role"] != "system" and draw(st.integers(0, 15)) == 0:
+            m["pinned"] = True
+    return msgs
+
+
+def check_tool_pairing(out: list[dict]) -> None:
+    """OpenAI's rule: an assistant message with tool calls is followed by one result per call, and
+    every result answers a call of the assistant message right before its run of results."""
+    i = 0
+    while i < len(out):
+        m = out[i]
+        assert m["role"] != "tool", f"tool result without its call at output position {i}"
+        if m.get("tool_calls"):
+            ids = [c["id"] for c in m["tool_calls"]]
+            answered = []
+            j = i + 1
+            while j < len(out) and out[j]["role"] == "tool":
+                answered.append(out[j]["tool_call_id"])
+                j += 1
+            assert sorted(answered) == sorted(ids), f"call at {i} answered by {answered}, expected {ids}"
+            i = j
+        else:
+            i += 1
+
+
+def check_promises(msgs: list[dict], budget: int, strategy: str) -> None:
+    engine = ENGINES[strategy]
+    try:
+        res = engine.optimize(msgs, budget=budget)
+    except BudgetError:
+        needed = count_messages(must_be_present(msgs), encoding="cl100k_base")
+        assert needed > budget, f"BudgetError though everything that must stay fits verbatim ({needed} <= {budget})"
+        return
+    assert res.tokens <= budget
+    assert res.tokens == count_messages(res.messages, encoding="cl100k_base")
+    check_tool_pairing(res.messages)
+    by_index = {r.index: r for r in res.items}
+    contents = [m.get("content") for m in res.messages]
+    for i in current_turn(msgs):
+        r = by_index[i]
+        original = msgs[i].get("content")
+        if r.status == "kept":
+            assert original in contents or msgs[i].get("tool_calls")
+        else:
+            assert r.status == "summarized" and r.reason.startswith(("current turn cut", "tool output cut")), (r.status, r.reason)
+            assert any(isinstance(c, str) and "tokens omitted" in c and original.startswith(c.split("\n[...")[0])
+                       for c in contents)
+    for i, m in enumerate(msgs):
+        if m.get("pinned"):
+            assert by_index[i].status == "kept" and m["content"] in contents
+    if msgs and msgs[-1]["role"] in ("user", "tool"):
+        assert res.messages[-1]["role"] == msgs[-1]["role"]
+    for r in res.items:
+        if r.status != "kept":
+            assert r.reason, f"{r.id} is {r.status} without a reason"
+    assert_openai(res.messages)
+    assert_anthropic(*to_anthropic(res.messages))
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(agent_conversations(), st.sampled_from(STRATEGIES), st.integers(4, 30_000))
+def test_agent_loop_promises_hold_for_every_strategy(msgs, strategy, budget) -> None:
+    check_promises(msgs, budget, strategy)
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(agent_conversations(), st.sampled_from(STRATEGIES), st.integers(4, 1_500))
+def test_agent_loop_promises_hold_at_small_budgets(msgs, strategy, budget) -> None:
+    check_promises(msgs, budget, strategy)
+
+
+# --- the reported cases -----------------------------------------------------------------
+
+
+def _history(rounds: int, start: int = 0) -> list[dict]:
+    msgs: list[dict] = [{"role": "system", "content": "You are a support agent."}]
+    for r in range(start, start + rounds):
+        msgs.append({"role": "user", "content": f"Question {r} about invoice {1000 + r} and the berlin office."})
+        msgs.append({"role": "assistant", "content": f"Answer {r}: invoice {1000 + r} is paid; " + "details " * 40})
+    return msgs
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_long_current_question_is_cut_not_dropped(strategy) -> None:
+    log = "\n".join(f"2023-05-0{i % 9 + 1} 12:00:{i % 60:02d} ERROR worker {i}: connection reset" for i in range(1200))
+    question = "Why does the worker keep failing? Here is the log:\n" + log + "\nWhat should I change?"
+    msgs = [*_history(30), {"role": "user", "content": question}]
+    res = ENGINES[strategy].optimize(msgs, budget=4000)
+    assert res.tokens <= 4000
+    last = res.messages[-1]
+    assert last["role"] == "user" and last["content"].startswith("Why does the worker keep failing?")
+    assert last["content"].rstrip().endswith("What should I change?") and "tokens omitted" in last["content"]
+    assert res.items[-1].status == "summarized" and res.items[-1].reason.startswith("current turn cut")
+    assert any("current turn" in w for w in res.report.warnings)
+
+
+def test_a_short_question_survives_compacted_at_a_small_budget() -> None:
+    question = "Given all of that, which invoice from the berlin office is still open, and who approved it last week?"
+    msgs = [*_history(40), {"role": "user", "content": question}]
+    res = ENGINES["compacted"].optimize(msgs, budget=400)
+    assert res.tokens <= 400 and res.messages[-1] == {"role": "user", "content": question}
+
+
+def test_a_fresh_huge_tool_result_is_cut_with_its_call_kept() -> None:
+    call = {"id": "call_9", "type": "function", "function": {"name": "search_flights", "arguments": '{"to": "BER"}'}}
+    result = "\n".join(f"flight {i}: LH{1000 + i} departs 08:{i % 60:02d} price {200 + i} EUR" for i in range(7000))
+    msgs = [*_history(10), {"role": "user", "content": "Find me a flight to Berlin."},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_9", "content": result}]
+    assert count_messages(msgs, encoding="cl100k_base") > 90_000
+    for strategy in STRATEGIES:
+        res = ENGINES[strategy].optimize(msgs, budget=20_000)
+        assert res.tokens <= 20_000
+        assert res.messages[-2].get("tool_calls") == [call]
+        assert res.messages[-1]["role"] == "tool" and res.messages[-1]["content"].startswith("flight 0: LH1000")
+        assert "tokens omitted" in res.messages[-1]["content"]
+
+
+def test_multi_level_never_separates_a_protected_result_from_its_call() -> None:
+    msgs = _history(5)
+    for k in range(12):
+        call = {"id": f"c{k}", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        msgs.append({"role": "tool", "tool_call_id": f"c{k}", "content": f"result {k} " * 60,
+                     "kind": "decision" if k == 1 else None})
+        msgs.append({"role": "assistant", "content": f"Noted result {k}. " * 20})
+    msgs = [{k: v for k, v in m.items() if v is not None or k == "content"} for m in msgs]
+    msgs.append({"role": "user", "content": "Summarise the decision."})
+    res = ENGINES["multi_level"].optimize(msgs, budget=900)
+    check_tool_pairing(res.messages)
+
+
+@pytest.mark.parametrize("budget", range(41, 53))
+def test_compacted_prices_its_gap_markers(budget) -> None:
+    msgs = [{"role": "system", "content": "Rules first."}, {"role": "user", "content": "Hello there, agent."},
+            {"role": "system", "content": "Rules last."}]
+    try:
+        res = ENGINES["compacted"].optimize(msgs, budget=budget)
+    except BudgetError:
+        assert count_messages(msgs, encoding="cl100k_base") > budget
+        return
+    assert res.tokens <= budget
+
+
+def test_compacted_with_interleaved_system_messages_fits() -> None:
+    msgs = []
+    for k in range(20):
+        msgs.append({"role": "system", "content": f"Rule {k}."})
+        msgs.append({"role": "user", "content": f"Message {k} about the berlin office and invoice {k}."})
+    for budget in (283, 300, 350, 400, 500):
+        try:
+            res = ENGINES["compacted"].optimize(msgs, budget=budget)
+        except BudgetError:
+            assert count_messages(must_be_present(msgs), encoding="cl100k_base") > budget
+            continue
+        assert res.tokens <= budget
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_pinned_result_keeps_its_unpinned_call(strategy) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}
+    msgs = [*_history(20), {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "def main(): pass\n" * 30, "pinned": True},
+            *_history(20, start=20)[1:], {"role": "user", "content": "And now?"}]
+    needed = count_messages(must_be_present(msgs), encoding="cl100k_base")
+    for budget in (needed - 1, needed, needed + 50, needed + 500):
+        try:
+            res = ENGINES[strategy].optimize(msgs, budget=budget)
+        except BudgetError:
+            assert budget < needed
+            continue
+        assert budget >= needed and res.tokens <= budget
+        check_tool_pairing(res.messages)
+        assert any(m.get("tool_calls") == [call] for m in res.messages)
+
+
+def test_exact_duplicates_go_first_and_leave_no_stub() -> None:
+    repeated = "Please rerun the whole test suite and paste the output. " * 5
+    msgs = [*_history(6), {"role": "user", "content": repeated, "id": "first"}, *_history(6, start=6)[1:],
+            {"role": "user", "content": repeated, "id": "again"}]
+    full = count_messages(msgs, encoding="cl100k_base")
+    res = ENGINES["optimal"].optimize(msgs, budget=full - 40)
+    by_id = {r.id: r for r in res.items}
+    assert by_id["first"].status == "dropped" and "exact copy of again" in by_id["first"].reason
+    assert by_id["again"].status == "kept"
