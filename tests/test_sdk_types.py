@@ -481,11 +481,6 @@ def floor_budget(engine: ContextEngine, msgs: list[dict]) -> int:
 ENGINES = {s: ContextEngine(config=EngineConfig(strategy=s)) for s in ("optimal", "windowed", "compacted", "multi_level", "auto")}
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="engine bugs under repair in plan/render: tool results emitted without their call (known); "
-    "multi_level raising InvalidInputError ('empty text, nothing to summarize') for a chunk of blank messages",
-)
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations(), st.sampled_from(sorted(ENGINES)), st.floats(0.05, 1.2))
 def test_engine_output_is_valid_for_both_sdks(msgs, strategy, share) -> None:

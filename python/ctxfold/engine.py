@@ -112,7 +112,9 @@ class ContextEngine:
         allocation: dict[str, int] = {}
         if layers:
             items, allocation = self._with_layers(messages, system, items, layers, budget)
+        last_user = next((it.text for it in reversed(items) if it.role == "user"), None)
         query = self._query(items, query)
+        question_is_current = last_user is None or query == last_user
         lap("parse")
         tokens_in = sum(it.tokens for it in items) + 3
         scores, layers = score_items(
@@ -131,7 +133,7 @@ class ContextEngine:
             compacted = apply_edits(items, edits, self.tokenizer)
             plan = plan_items(
                 compacted, scores, budget, self.config, self.tokenizer, "optimal" if strategy == "full" else strategy,
-                self.cache,
+                self.cache, question_is_current,
             )
             strategy = plan.strategy
             items = compacted

@@ -197,7 +197,12 @@ def plan_items(
     tokenizer: Tokenizer,
     strategy: str = "optimal",
     cache: EngineCache | None = None,
+    question_is_current: bool = True,
 ) -> Plan:
+    """One choice per message; `question_is_current` says that the last user
+    message is what the next answer is for (no other query was given), so
+    its verbatim form outranks any history; otherwise it is still always
+    present, but its form is traded against the history by value."""
     n = len(items)
     room = budget - REPLY_PRIMING
     hard = np.array([hard_protected(it) for it in items], dtype=bool)
@@ -218,7 +223,11 @@ def plan_items(
     by_text = dict(zip(strings, cache.count_texts(strings, tokenizer)))
     text_tokens = [by_text[c] if isinstance(c, str) else 0 for c in contents]
     current = [i for i in current_turn(items) if not fixed_mask[i]]
-    cuts, cut_costs = _current_forms(items, current, text_tokens, room - fixed, budget, fixed)
+    last_user = max((i for i, it in enumerate(items) if it.role == "user"), default=None)
+    traded = {last_user} if not question_is_current and last_user in current else set()
+    cuts, cut_costs = _current_forms(
+        items, current, text_tokens, room - fixed, budget, fixed, {i: config.summary_ratio for i in traded}
+    )
     zone = zones(items, strategy, room)
     soft = (soft_protected(items, config) | np.array([z == "window" for z in zone])) & ~hard
     targets: dict[int, int] = {}
@@ -241,7 +250,11 @@ def plan_items(
         if i in cut_costs:
             # The current turn: verbatim, shortened or minimal, never dropped.
             cost[:] = [*cut_costs[i], unavailable]
-            value[:] = [3 * CURRENT_PRESENT + b, 2 * CURRENT_PRESENT + b, CURRENT_PRESENT + b, 0.0]
+            if i in traded:
+                value[:] = [CURRENT_PRESENT + SOFT_VERBATIM_BONUS + b, CURRENT_PRESENT + b * SUMMARY_SHARE,
+                            CURRENT_PRESENT + b * CLEAR_SHARE, 0.0]
+            else:
+                value[:] = [3 * CURRENT_PRESENT + b, 2 * CURRENT_PRESENT + b, CURRENT_PRESENT + b, 0.0]
             continue
         if it.tool_call_ids:
             # The call itself stays whole; its results carry the shortening.
@@ -340,13 +353,20 @@ def _in_current(n: int, current: Sequence[int]) -> np.ndarray:
 
 
 def _current_forms(
-    items: Sequence[Item], current: Sequence[int], text_tokens: Sequence[int], free: int, budget: int, fixed: int
+    items: Sequence[Item],
+    current: Sequence[int],
+    text_tokens: Sequence[int],
+    free: int,
+    budget: int,
+    fixed: int,
+    ratios: dict[int, float],
 ) -> tuple[dict[int, tuple[int, int, int]], dict[int, tuple[int, int, int]]]:
     """The three forms of each current-turn message (verbatim, shortened,
     minimal): the token limit of the content for each shortened form (0 =
     verbatim) and each form's cost. Texts share CURRENT_SHARE of the room
-    left beside everything fixed, in proportion to their size; a tool call
-    and any message without text content stay whole in every form. Raises
+    left beside everything fixed, in proportion to their size, or keep at
+    most `ratios[i]` of their size where one is given; a tool call and any
+    message without text content stay whole in every form. Raises
     `BudgetError` when even the minimal forms cannot fit."""
     shrinkable = [i for i in current if isinstance(items[i].message.get("content"), str)
                   and not items[i].tool_call_ids and text_tokens[i] > CURRENT_MIN_TOKENS]
@@ -369,7 +389,10 @@ def _current_forms(
             costs[i] = (items[i].tokens,) * 3
             continue
         head_room = items[i].tokens - text_tokens[i]
-        shortened = min(text_tokens[i], max(CURRENT_MIN_TOKENS, share * text_tokens[i] // total_text))
+        shortened = share * text_tokens[i] // total_text
+        if i in ratios:
+            shortened = min(shortened, int(text_tokens[i] * ratios[i]))
+        shortened = min(text_tokens[i], max(CURRENT_MIN_TOKENS, shortened))
         cuts[i] = (0, shortened if shortened < text_tokens[i] else 0, CURRENT_MIN_TOKENS)
         costs[i] = (items[i].tokens, head_room + shortened, head_room + CURRENT_MIN_TOKENS)
     return cuts, costs
@@ -413,10 +436,12 @@ def _chunk_options(
     costs = np.full((len(chunks), 4), room + 1, dtype=np.int64)
     values = np.zeros((len(chunks), 4), dtype=np.float64)
     for k, chunk in enumerate(chunks):
+        costs[k, DROP] = 0
+        if not chunk.text.strip():
+            continue  # nothing to summarise: the chunk can only be dropped
         worth = float(base[chunk.indices].sum()) * SUMMARY_SHARE
         for option, (level, target) in enumerate(zip((1, 2), chunk.targets)):
             framing = _system_message_cost(chunk_marker(chunk, items, level), tokenizer)
             costs[k, option] = framing + target + SEAM_SLACK
             values[k, option] = worth * (1.0 if level == 1 else LEVEL2_SHARE)
-        costs[k, DROP] = 0
     return costs, values
