@@ -52,7 +52,7 @@ from ctxfold.tokens import approximate_tokens, count_messages, get_tokenizer
 
 #: Public names of the Python layers and the module each comes from.
 _LAZY = {
-    # models, embeddings, summarizers (issue 4)
+    # models, embeddings, summarizers
     "Embedder": "ctxfold.embed",
     "EmbeddingCache": "ctxfold.embed",
     "MemoryEmbeddingCache": "ctxfold.embed",
@@ -65,7 +65,7 @@ _LAZY = {
     "compress": "ctxfold.compress",
     "CompressionResult": "ctxfold.compress",
     "CompressedChunk": "ctxfold.compress",
-    # the context engine (issue 5)
+    # the context engine
     "ContextEngine": "ctxfold.engine",
     "HeadTailSummarizer": "ctxfold.engine",
     "EngineConfig": "ctxfold.config",
@@ -76,7 +76,7 @@ _LAZY = {
     "to_anthropic": "ctxfold.adapters",
     "recall_tool": "ctxfold.archive",
     "RecallTool": "ctxfold.archive",
-    # [memory] memory persistence (issue 6)
+    # [memory] memory persistence
     "MemoryStore": "ctxfold.memory",
     "SqliteStore": "ctxfold.memory",
     "PostgresStore": "ctxfold.memory",

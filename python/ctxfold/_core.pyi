@@ -72,7 +72,7 @@ def known_models() -> list[str]:
 def list_encodings() -> list[str]:
     """The built-in encodings."""
 
-# ---- numeric core (issue 3): each area's stubs go after its marker ----
+# ---- numeric core: each area's stubs go after its marker ----
 # [similarity]
 def cosine_similarity(X: npt.ArrayLike, Y: npt.ArrayLike | None = None) -> npt.NDArray[np.floating]:
     """Cosine similarity of every row of ``X`` (n, d) with every row of ``Y``
