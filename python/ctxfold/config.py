@@ -13,17 +13,9 @@ __all__ = ["EngineConfig", "DEFAULT_WEIGHTS", "SEED_WEIGHTS", "STRATEGIES"]
 
 STRATEGIES = ("optimal", "auto", "full", "windowed", "compacted", "multi_level")
 
-#: The seed spec's layer weights (cross-reference is a boost on top), with
-#: semantic raised from 0.30 to 0.50: on the LongMemEval-S dev set (56
-#: histories, benches/eval_longmemeval.py) evidence recall at 2,000 tokens
-#: went 0.915 -> 0.921 (1/8 of the history: 0.996 either way); semantic 0.7
-#: tied, recency 0 lost at 1/8 (0.988), and the entity weight (0.10 or 0.25)
-#: changed nothing there. SEED_WEIGHTS keeps the spec's values. Re-checked
-#: after the semantic layer moved to the max of BM25 and cosine (2,000-token
-#: recall 0.974 with these weights): semantic 0.7 and recency 0.1 tie,
-#: semantic 0.3 (0.955), recency 0.3 (0.950), intent 0.05 (0.952) or 0.25
-#: (0.964), entity 0.1 (0.956) and cross_reference 0.05 (0.950) or 0.3 (0.955)
-#: all lose, so the weights stay.
+#: The seed spec's layer weights (cross-reference is a boost on top);
+#: DEFAULT_WEIGHTS raise semantic to 0.50, which kept more evidence in the
+#: evaluation (docs/benchmarks.md). SEED_WEIGHTS keeps the spec's values.
 SEED_WEIGHTS = {
     "semantic": 0.30,
     "entity": 0.25,

@@ -199,11 +199,8 @@ class ContextEngine:
     def embedder(self) -> Any:
         """The dense half of the semantic layer: by default the static MiniLM
         table with its frequency weights (the better ranker on its own, which
-        is how the semantic layer uses it: the larger of the BM25 and cosine
-        scores; with the plain mean, LongMemEval-S evidence recall at 2,000
-        tokens was 0.933 instead of 0.956, benches/eval_longmemeval.py),
-        loaded on first use; `embedder=None` keeps scoring lexical, any object
-        with `encode` works."""
+        is how the semantic layer uses it, beside BM25), loaded on first use;
+        `embedder=None` keeps scoring lexical, any object with `encode` works."""
         if self._embedder is None and self._embedder_spec is not None:
             if self._embedder_spec == "static":
                 from ctxfold.static_embed import StaticEmbedder

@@ -38,8 +38,7 @@ SUMMARY_MARKER = "[summary] "
 SOFT_PRESENT, SOFT_VERBATIM_BONUS = 5e5, 0.5
 # Value grows as a power of the (max-normalised) score: the best-scored
 # messages must win over many middling ones of the same total size, while the
-# knapsack still prefers a short relevant turn to a long one (measured on the
-# LongMemEval-S dev set: see benches/eval_longmemeval.py and the README).
+# knapsack still prefers a short relevant turn to a long one.
 SCORE_POWER = 3.0
 SUMMARY_SHARE, CLEAR_SHARE = 0.35, 0.02
 # Neighbour expansion: a kept answer lifts the dropped question it replies to
@@ -81,9 +80,7 @@ class Plan(msgspec.Struct, kw_only=True):
 def message_values(scores: np.ndarray) -> np.ndarray:
     """What keeping each message is worth: its score scaled so the best is 1,
     to the power SCORE_POWER (plus a hair so that everything is worth keeping
-    when there is room). Measured alternatives that did not do better on the
-    LongMemEval-S dev set: powers 1, 2, 4, 6, 8, and subtracting the
-    conversation's median or 80th/90th-percentile score first."""
+    when there is room)."""
     clipped = np.clip(scores, 0, None)
     return (clipped / max(float(clipped.max(initial=0.0)), 1e-12)) ** SCORE_POWER + 1e-6
 

@@ -42,12 +42,8 @@ _STRUCTURE_CUES = [
 _FIRST_PERSON = re.compile(r"\b(i|me|my|mine|i'm|i've|i'd|myself)\b", re.I)
 # Questions about what the assistant said: "you said/mentioned/gave...", and
 # requests to recall the earlier conversation ("remind me what/of...", not
-# "remind me to..."; "our previous conversation", "we discussed"). On
-# longmemeval_oracle these cues match 54 of the 56 single-session-assistant
-# questions and no other question; on LongMemEval-S
-# (benches/eval_longmemeval.py) adding the recall cues kept the answer the
-# assistant gave ("remind me of the name of that restaurant") at 2,000
-# tokens: evidence recall 0.956 -> 0.974.
+# "remind me to..."; "our previous conversation", "we discussed"): their
+# answer is in the assistant's turns, not the user's.
 _ABOUT_ASSISTANT = re.compile(
     r"\b(you (said|told|recommended|suggested|mentioned|gave|provided|listed|shared|explained|wrote)"
     r"|your (answer|suggestion|recommendation|list|advice)"
@@ -118,16 +114,8 @@ def semantic_layer(texts: list[str], query: str, embedder: Any = None, cache: En
     agree): a memory question is often answered in other words ("doctors" ->
     "Dr. Patel", "an ENT specialist"), where BM25 finds nothing and the sum
     buries the dense match under BM25's heavy tail of incidental term hits.
-    Measured with the engine's planner and the default static embedder
-    (frequency-weighted, the better ranker alone; sum: plain mean), evidence
-    recall as in benches/eval_longmemeval.py: LongMemEval-S at 2,000 tokens
-    0.921 -> 0.956 (1/8 of the history: 0.996 either way); the same
-    measurement on longmemeval_oracle (326 histories of at least 15 turns,
-    not used for tuning) at 1,000 tokens 0.852 -> 0.872 and at 1/8 0.828 ->
-    0.852. For plain top-10 turn retrieval the sum ranks better (recall@10
-    on LongMemEval-S 0.868 vs 0.800, as benches/eval_retrieval.py counts);
-    the planner, which keeps 20-40 short turns at these budgets, gains from
-    the maximum."""
+    (For plain top-10 retrieval the sum ranks better; the planner, which
+    keeps many short turns, gains from the maximum: docs/benchmarks.md.)"""
     if not texts or not query:
         return np.zeros(len(texts))
     cache = cache if cache is not None else EngineCache()

@@ -23,19 +23,17 @@ use rayon::prelude::*;
 
 use super::matrix::Real;
 
-/// From this many bytes of A the symmetric product is used (A then no
-/// longer fits in the L2 caches of this machine class: 1-2 MB per core; the
-/// crossover measured between n = 1,000 and 1,400 in float64).
+/// From this many bytes of A the symmetric product is used: A then no
+/// longer fits in the L2 caches, and reading half of it is worth the extra
+/// loads per multiply-add.
 const STREAMED_BYTES: usize = 8 << 20;
 /// Rows per work item (both ways). A block's column part is accumulated in float32 over
 /// its own rows only, then added to the float64 result.
 const BLOCK_ROWS: usize = 32;
 /// From this size the blocks run on rayon's threads. Below it a parallel
-/// pass gains little (tens of microseconds) and stalls whenever the other
-/// worker is kept waiting, behind BLAS threads that spin after a numpy or
-/// scikit-learn call or by the hypervisor: at n = 500 sequential runs took
-/// the same time on a quiet machine, and 0.65-0.96 ms instead of
-/// 0.77-6.2 ms straight after a scikit-learn fit.
+/// pass gains little and stalls whenever the other worker is kept waiting,
+/// behind BLAS threads that spin after a numpy or scikit-learn call or by
+/// the hypervisor.
 pub(crate) const PARALLEL_FROM: usize = 1024;
 /// Vector lanes along a row of A.
 #[cfg(target_arch = "x86_64")]

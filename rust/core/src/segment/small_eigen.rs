@@ -4,10 +4,10 @@
 //! Wilkinson-type shifts (EISPACK's tred2 and tql2, as JAMA writes them).
 //!
 //! Why not faer's `self_adjoint_eigen`: its blocked, dispatching code is
-//! built for large matrices; at m = 25 it took 50-60 µs where this takes
-//! 30, and at n = 200 those small decompositions were a third of a
-//! `spectral_clustering` call. faer stays the reference this is tested
-//! against, and takes over from FAER_FROM.
+//! built for large matrices and is slower on the small Rayleigh-Ritz
+//! matrices that dominate a `spectral_clustering` call on a few hundred
+//! rows. faer stays the reference this is tested against, and takes over
+//! from FAER_FROM.
 
 use super::eigen::dot;
 
@@ -57,9 +57,8 @@ pub(crate) fn symmetric_eigen(m: usize, entry: impl Fn(usize, usize) -> f64) -> 
     decompose(v, m)
 }
 
-/// From this size faer's blocked decomposition is the faster (measured:
-/// m = 200 4.6 ms here and 5.0 ms in faer, m = 265 12.5 and 8.2 ms). Only
-/// many clusters make the Rayleigh-Ritz matrix this large (k >= ~20).
+/// From this size faer's blocked decomposition is the faster. Only many
+/// clusters make the Rayleigh-Ritz matrix this large.
 const FAER_FROM: usize = 224;
 
 fn faer_eigen(m: usize, entry: impl Fn(usize, usize) -> f64) -> Option<SmallEigen> {

@@ -131,7 +131,7 @@ fn max_arg(f: &[f64], g: &[f64]) -> (f64, usize) {
     (top, base + t)
 }
 
-/// Independent running maxima in `chunk_max` (16 measured no faster).
+/// Independent running maxima in `chunk_max` (more were no faster).
 const MAX_LANES: usize = 8;
 
 /// The largest `f[t] + g[t]`, in independent lanes so it vectorises (a

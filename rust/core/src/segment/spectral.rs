@@ -61,8 +61,7 @@ pub fn spectral_clustering<T: Real>(
     // The products run in the input's own precision, reading the caller's
     // array in place: a float32 copy of float64 input would halve the bytes
     // each product reads, but writing it (and faulting in its pages) costs
-    // more than the three or four products save (n = 2,000: 11-14 ms in
-    // place against 14-22 ms with the copy). From PARALLEL_FROM rows the
+    // more than the three or four products save. From PARALLEL_FROM rows the
     // scan and the products are parallel passes (see `on_pool_if`).
     on_pool_if(affinity.nrows() >= PARALLEL_FROM, || cluster(affinity, n_clusters, assign, seed, TOL))
 }
