@@ -54,7 +54,7 @@ def render(
             "was made for; please report this with the input"
         )
     sizes = list(tokens_in) if tokens_in is not None else [it.tokens for it in items]
-    reasons = _reasons(items, plan, scores)
+    reasons = _reasons(items, plan, scores, sizes)
     results = [
         ItemResult(
             id=it.id, index=it.index, role=it.role, tokens_in=sizes[i],
@@ -75,8 +75,8 @@ def render(
     return messages, total, results
 
 
-def _reasons(items: Sequence[Item], plan: Plan, scores: np.ndarray) -> list[str]:
-    """Why each message is not in the context verbatim ("" when it is)."""
+def _reasons(items: Sequence[Item], plan: Plan, scores: np.ndarray, sizes: Sequence[int]) -> list[str]:
+    """Why each message is not in the context verbatim ("" when it is), in the caller's sizes."""
     kept = [float(scores[j]) for j, c in enumerate(plan.choices) if c != DROP and not hard_protected(items[j])]
     lowest = min(kept, default=None)
     call_of = {call_id: it.id for it in items for call_id in it.tool_call_ids}
@@ -99,7 +99,7 @@ def _reasons(items: Sequence[Item], plan: Plan, scores: np.ndarray) -> list[str]
             if lowest is not None and score < lowest:
                 reason = f"dropped{group}: score {score:.3f} below every kept message's (lowest kept {lowest:.3f})"
             else:
-                reason = f"dropped{group}: {it.tokens} tokens at score {score:.3f}; the budget went to more value per token"
+                reason = f"dropped{group}: {sizes[i]} tokens at score {score:.3f}; the budget went to more value per token"
         reasons.append(reason)
     return reasons
 
