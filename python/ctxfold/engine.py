@@ -1,4 +1,4 @@
-"""`ContextEngine`: the pipeline of DESIGN.md, one stage per call.
+"""`ContextEngine`: the pipeline, one stage per call.
 
 validate -> score -> plan (knapsack, exact within budget) -> render; whatever
 is summarised, cleared or dropped is archived so `restore` can return it."""

@@ -142,7 +142,8 @@ class StaticEmbedder:
         except CtxFoldError as e:
             raise ModelError(
                 f"static model {self.path} does not fit its tokenizer {self.tokenizer_path}: {e}. "
-                "Fix: rebuild the table with scripts/build_static_table.py for this tokenizer."
+                "Fix: use the tokenizer the table was built with, or rebuild the table for this tokenizer "
+                "(scripts/build_static_table.py in ctxfold's source repository)."
             ) from e
 
     @property
@@ -191,12 +192,13 @@ def _read_config(path: Path, _sha: str) -> dict[str, Any]:
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ModelError(f"{path} is not a readable JSON file: {e}. Fix: restore it or rebuild the static model") from e
+        raise ModelError(f"{path} is not a readable JSON file: {e}. Fix: reinstall ctxfold (pip install --force-reinstall ctxfold) to restore the shipped model") from e
     if not isinstance(config, dict) or config.get("format") != STATIC_FORMAT:
         raise ModelError(
             f"{path} does not describe a static model of format {STATIC_FORMAT!r} "
             f"(got format={config.get('format') if isinstance(config, dict) else None!r}). "
-            "Fix: rebuild it with scripts/build_static_table.py"
+            "Fix: point models_dir / CTXFOLD_MODELS at a ctxfold static model, or reinstall ctxfold "
+            "(pip install --force-reinstall ctxfold) for the shipped one"
         )
     return config
 
@@ -231,10 +233,10 @@ def _load_array(path: Path, dtype: type[np.generic], ndim: int) -> npt.NDArray[A
     try:
         array = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as e:
-        raise ModelError(f"{path} is not a readable .npy file: {e}. Fix: restore it or rebuild the static model") from e
+        raise ModelError(f"{path} is not a readable .npy file: {e}. Fix: reinstall ctxfold (pip install --force-reinstall ctxfold) to restore the shipped model") from e
     if array.dtype != dtype or array.ndim != ndim:
         raise ModelError(
             f"{path} holds a {array.ndim}-D {array.dtype} array, expected {ndim}-D {np.dtype(dtype).name}. "
-            "Fix: restore it or rebuild the static model with scripts/build_static_table.py"
+            "Fix: reinstall ctxfold (pip install --force-reinstall ctxfold) to restore the shipped model"
         )
     return array
