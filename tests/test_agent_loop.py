@@ -260,3 +260,16 @@ def test_a_chunk_of_blank_messages_is_dropped_not_summarised() -> None:
     msgs += [{"role": ("assistant", "user")[k % 2], "content": f"{text} ({k})"} for k in range(23)]
     res = ENGINES["multi_level"].optimize(msgs, budget=540)
     assert res.tokens <= 540
+
+
+def test_compacted_falls_back_to_no_markers_when_their_reserve_exceeds_the_room() -> None:
+    msgs = []
+    for i in range(15):
+        words = " ".join(f"w{i}_{k}" for k in range(4 if i == 14 else 1))
+        msgs += [{"role": "user", "content": [{"type": "text", "text": f"Q{i} {words}"},
+                                              {"type": "image_url", "image_url": {"url": f"https://example.com/{i}.png"}}]},
+                 {"role": "assistant", "content": f"A{i} {words}"}]
+    msgs.append({"role": "user", "content": "What came first?"})
+    res = ENGINES["compacted"].optimize(msgs, budget=60)
+    assert res.tokens <= 60 and res.messages[-1]["content"] == "What came first?"
+    assert any("gap markers" in w for w in res.report.warnings)

@@ -304,6 +304,8 @@ def plan_items(
             break
         reserve = needed
         try:
+            if room - reserve < fixed:
+                raise BudgetError("no room for the gap markers")
             choices, info = solve()
         except BudgetError:
             # The markers only point out gaps: without room for them the
