@@ -18,14 +18,26 @@ something to skip).
   float32 blob, same unique index, same pragmas) with one executemany per batch.
 - The same two on PostgreSQL (a server started for the run by tests/pg_server.py;
   skipped when none can be started).
+- Writer latency: single ``add`` calls (merging on, so each one compares the
+  memory with the whole scope) into a scope that already holds 20,000
+  memories, by 1 process and by 4 processes at once (2,000 adds each, every
+  add right after the others' writes, so each process's search data is always
+  behind). Target: p99 under 250 ms with 4 writers. Each process loads the
+  scope once before the clock starts; reported: p50, p99 and maximum per
+  ``add``, and adds/s over all processes. SQLite, and PostgreSQL when a server
+  can be started.
 
 Run: python -m pytest benches/bench_memory.py --benchmark-enable -p no:cacheprovider -s
-(-s shows the fill time and the memories/s lines)."""
+(-s shows the fill time and the memories/s lines; ``-k latency`` runs only the
+writer-latency benchmark)."""
 
 from __future__ import annotations
 
 import itertools
+import json
+import shutil
 import sqlite3
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -187,7 +199,7 @@ def test_add_many_plain_sqlite3(benchmark, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def pg_store():
+def pg_server():
     pytest.importorskip("psycopg")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     try:
@@ -200,15 +212,20 @@ def pg_store():
     except (PgServerError, OSError) as e:
         pytest.skip(f"no PostgreSQL server for the benchmark: {e}")
     try:
-        from ctxfold.memory import PostgresStore
-
-        store = PostgresStore(server.create_database("bench"))
-        fill(store, SCOPE, VECTORS, "PostgreSQL")
-        check_same_as_numpy(store)
-        yield store
-        store.close()
+        yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def pg_store(pg_server):
+    from ctxfold.memory import PostgresStore
+
+    store = PostgresStore(pg_server.create_database("bench"))
+    fill(store, SCOPE, VECTORS, "PostgreSQL")
+    check_same_as_numpy(store)
+    yield store
+    store.close()
 
 
 @pytest.mark.benchmark(group="memory search top-10 of 100k x 384 (PostgreSQL)")
@@ -219,3 +236,117 @@ def test_search_ctxfold_postgres(benchmark, pg_store):
 @pytest.mark.benchmark(group="memory add_many 1,000 x 384 (PostgreSQL)")
 def test_add_many_ctxfold_postgres(benchmark, pg_store):
     add_round(pg_store, benchmark, "PostgreSQL")
+
+
+# --- writer latency: 1 and 4 processes adding into a 20,000-memory scope -------------------------------
+
+LATENCY_FILL, LATENCY_ADDS, LATENCY_WRITERS = 20_000, 2_000, 4
+P99_GOAL_S = 0.250
+
+# One writer process: opens the store, loads the scope (one search), says
+# "ready", waits for "go" on stdin, then times each add and prints the list.
+_WRITER = r"""
+import json, sys, time
+import numpy as np
+from ctxfold.memory import Memory, PostgresStore, Scope, SqliteStore
+
+kind, location, worker, n, dim = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+store = SqliteStore(location) if kind == "sqlite" else PostgresStore(location)
+scope = Scope(user_id="bench", conversation_id="c1")
+v = np.random.default_rng(1000 + worker).standard_normal((n + 1, dim)).astype(np.float32)
+v /= np.linalg.norm(v, axis=1, keepdims=True)
+store.search(v[n], scope=scope, k=1)
+print("ready", flush=True)
+sys.stdin.readline()
+latencies = []
+for i in range(n):
+    t0 = time.perf_counter()
+    store.add(Memory(content=f"writer {worker} memory {i}"), scope=scope, embedding=v[i])
+    latencies.append(time.perf_counter() - t0)
+store.close()
+print(json.dumps(latencies), flush=True)
+"""
+
+
+def writer_latencies(kind: str, location: str, writers: int, adds: int) -> tuple[np.ndarray, float]:
+    """Per-add seconds of ``writers`` processes adding ``adds`` memories each at
+    once, and the wall time from "go" to the last add."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, kind, location, str(w), str(adds), str(DIM)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8",
+        )
+        for w in range(writers)
+    ]
+    try:
+        for p in procs:
+            line = p.stdout.readline().strip()  # type: ignore[union-attr]
+            assert line == "ready", f"writer did not start: {line!r}"
+        t0 = time.perf_counter()
+        for p in procs:
+            p.stdin.write("go\n")  # type: ignore[union-attr]
+            p.stdin.flush()  # type: ignore[union-attr]
+        latencies: list[float] = []
+        for p in procs:
+            out, _ = p.communicate(timeout=3600)
+            assert p.returncode == 0, f"writer failed with exit code {p.returncode}"
+            latencies += json.loads(out.strip().splitlines()[-1])
+        return np.asarray(latencies), time.perf_counter() - t0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+
+
+def latency_report(label: str, latencies: np.ndarray, wall: float) -> dict[str, float]:
+    ms = latencies * 1000
+    figures = {
+        "p50_ms": round(float(np.percentile(ms, 50)), 1),
+        "p99_ms": round(float(np.percentile(ms, 99)), 1),
+        "max_ms": round(float(ms.max()), 1),
+        "adds_per_s": round(len(ms) / wall),
+    }
+    print(f"\n{label}: {len(ms):,} adds, p50 {figures['p50_ms']} ms, p99 {figures['p99_ms']} ms, "
+          f"max {figures['max_ms']} ms, {figures['adds_per_s']:,} adds/s")
+    return figures
+
+
+def run_latency(kind: str, locations: dict[int, str], label: str) -> None:
+    results = {}
+    for writers, location in locations.items():
+        latencies, wall = writer_latencies(kind, location, writers, LATENCY_ADDS)
+        results[writers] = latency_report(
+            f"{label}, {writers} writer process{'es' if writers > 1 else ''} x {LATENCY_ADDS:,} adds into "
+            f"{LATENCY_FILL:,} memories", latencies, wall,
+        )
+    p99 = results[LATENCY_WRITERS]["p99_ms"]
+    assert p99 < P99_GOAL_S * 1000, f"{label}: p99 add with {LATENCY_WRITERS} writers is {p99} ms (goal < 250 ms)"
+
+
+@pytest.mark.benchmark(group="memory writer latency (SQLite)")
+def test_writer_latency_sqlite(tmp_path):
+    base = tmp_path / "base.db"
+    with SqliteStore(base) as store:
+        fill(store, SCOPE, unit_rows(LATENCY_FILL, np.random.default_rng(7)), "SQLite writer-latency scope")
+    locations = {}
+    for writers in (1, LATENCY_WRITERS):
+        locations[writers] = str(tmp_path / f"writers{writers}.db")
+        shutil.copyfile(base, locations[writers])  # the same 20,000 memories for each run
+    run_latency("sqlite", locations, "SQLite")
+
+
+@pytest.mark.benchmark(group="memory writer latency (PostgreSQL)")
+def test_writer_latency_postgres(pg_server):
+    import psycopg
+
+    from ctxfold.memory import PostgresStore
+
+    with PostgresStore(pg_server.create_database("latency_base")) as store:
+        fill(store, SCOPE, unit_rows(LATENCY_FILL, np.random.default_rng(7)), "PostgreSQL writer-latency scope")
+    locations = {}
+    with psycopg.connect(pg_server.dsn("postgres"), autocommit=True) as conn:
+        for writers in (1, LATENCY_WRITERS):
+            name = f"latency_{writers}"
+            conn.execute(f"CREATE DATABASE {name} TEMPLATE latency_base")  # the same 20,000 memories
+            locations[writers] = pg_server.dsn(name)
+    run_latency("postgres", locations, "PostgreSQL")

@@ -323,7 +323,8 @@ def test_near_duplicates_merge(store) -> None:
     assert store.count(scope=U2) == 1
     # within one batch, with merge=True
     ids = store.add_many(
-        [Memory(content="x1"), Memory(content="x2")], scope=U2, embeddings=[unit(20), unit(20) + 1e-3], merge=True
+        [Memory(content="Logs are kept"), Memory(content="The logs are kept")], scope=U2,
+        embeddings=[unit(20), unit(20) + 1e-3], merge=True,
     )
     assert ids[0] == ids[1]
     # merge=False keeps both
@@ -507,7 +508,7 @@ def test_conversation_store(store) -> None:
     conversations.add_messages("c1", [{"role": "assistant", "content": "hi, how can I help?"}])
     conversations.add_message("c2", "user", "another conversation")
     store.add(Memory(content="c1 fact"), scope=conversations.scope("c1"))
-    store.put_compaction("c1", 0, 2, 1, "h", "greeting", 1)
+    store.put_compaction("c1", 0, 2, 1, "h", "greeting", 1, scope=conversations.scope("c1"))
     stats = conversations.get_conversation_stats("c1")
     assert (stats.messages, stats.by_role, stats.memories, stats.summaries) == (2, {"user": 1, "assistant": 1}, 1, 1)
     assert stats.tokens > 0 and stats.first_message_at <= stats.last_message_at

@@ -1,15 +1,23 @@
 """The engine's caches, kept in the store so a restarted process does not
-recompute (global tables keyed by content, not by scope):
+recompute:
 
-- **compaction summaries** keyed by (conversation, message range, level,
-  content hash), with the summary's token count: `put_compaction` /
-  `get_compaction`; `get_summary` / `put_summary` are the engine's short form
+- **compaction summaries** keyed by (scope, message range, level, content
+  hash), with the summary's token count: `put_compaction` / `get_compaction`
+  / `compactions`; `get_summary` / `put_summary` are the engine's short form
   (``(content_hash, level)``, no conversation or range);
+- a **memoisation cache** with TTL: `memo_get` / `memo_set` (`memo_set_many`) / `memoize`
+  (values: anything msgpack encodes — str, numbers, lists, dicts, bytes);
 - **embeddings** keyed by (content hash, model): `get_embeddings` /
   `put_embeddings`, or `embedding_cache(model)` for an object with the
-  ``get_many``/``put_many`` API `ctxfold.Embedder(cache=...)` takes;
-- a **memoisation cache** with TTL: `memo_get` / `memo_set` (`memo_set_many`) / `memoize`
-  (values: anything msgpack encodes — str, numbers, lists, dicts, bytes).
+  ``get_many``/``put_many`` API `ctxfold.Embedder(cache=...)` takes.
+
+Summaries and memo values hold content, so they belong to a scope like every
+other record (``scope=``; `clear` deletes them with the rest of the scope).
+Without ``scope=`` a compaction summary is kept in ``Scope(conversation_id=...)``
+and the short-form summaries and memo values in ``Scope()``: shared by every
+caller that passes no scope, never seen by a scope with a user, agent or
+session. The embedding cache is global: it is keyed by the hash of a text, so
+only a caller who already has the text finds its vector.
 """
 
 from __future__ import annotations
@@ -25,8 +33,9 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from ctxfold.errors import InvalidInputError, StoreError
+from ctxfold.errors import InvalidInputError, InvalidTypeError, StoreError
 from ctxfold.memory.embedding import from_blobs, to_blob
+from ctxfold.memory.scope import Scope, check_scope
 
 __all__ = ["CachesMixin", "CompactionSummary", "StoreEmbeddingCache"]
 
@@ -46,6 +55,41 @@ class CompactionSummary(msgspec.Struct, kw_only=True):
     summary: str
     tokens: int
     created_at: float
+    scope: Scope = msgspec.field(default_factory=Scope)
+    """The exact scope the summary is kept in."""
+
+
+def _compaction_scope(conversation_id: Any, scope: Any, *, write: bool) -> Scope:
+    """The scope a conversation's summaries live in: ``scope`` (whose
+    conversation must be ``conversation_id``; a wide one is narrowed to it) or
+    ``Scope(conversation_id=conversation_id)``."""
+    if not isinstance(conversation_id, str):
+        raise InvalidTypeError(f"conversation_id: expected str, got {type(conversation_id).__name__}")
+    if scope is None:
+        return Scope(conversation_id=conversation_id)
+    check_scope(scope, write=write)
+    if scope.conversation_id is None:
+        scope = msgspec.structs.replace(scope, conversation_id=conversation_id)
+    elif scope.conversation_id != conversation_id:
+        raise InvalidInputError(
+            f"conversation_id: {conversation_id!r} is not the conversation of scope {scope}. "
+            "Fix: pass the scope's conversation_id, or a scope of that conversation"
+        )
+    return check_scope(scope, write=write)
+
+
+def _default_scope(scope: Any, *, write: bool) -> Scope:
+    return Scope() if scope is None else check_scope(scope, write=write)
+
+
+def _exact(scope: Scope, what: str) -> Scope:
+    """``scope``, refused when wide: a cached value is looked up in one scope."""
+    if not scope.exact:
+        raise InvalidInputError(
+            f"scope: {scope} is a wide scope; {what} is kept in one exact scope. "
+            "Fix: pass the Scope it was stored in (every field a str, empty allowed)"
+        )
+    return scope
 
 
 class CachesMixin:
@@ -54,62 +98,83 @@ class CachesMixin:
     # --- compaction summaries -------------------------------------------------------
 
     def put_compaction(
-        self, conversation_id: str, start: int, end: int, level: int, content_hash: str, summary: str, tokens: int
+        self, conversation_id: str, start: int, end: int, level: int, content_hash: str, summary: str, tokens: int,
+        *, scope: Scope | None = None,
     ) -> None:
         """Keep the summary of messages ``start..end`` of a conversation at a
-        compaction ``level`` (replacing one with the same key)."""
+        compaction ``level`` (replacing one with the same key), in ``scope``
+        (default ``Scope(conversation_id=conversation_id)``)."""
         for name, value in (("start", start), ("end", end), ("level", level), ("tokens", tokens)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidInputError(f"{name}: must be an int >= 0, got {value!r}")
+        for name, value in (("content_hash", content_hash), ("summary", summary)):
+            if not isinstance(value, str):
+                raise InvalidTypeError(f"{name}: expected str, got {type(value).__name__}")
+        target = _compaction_scope(conversation_id, scope, write=True)
         with self._write() as cur:  # type: ignore[attr-defined]
+            sid = self._scope_id(cur, target, create=True)  # type: ignore[attr-defined]
             self._x(  # type: ignore[attr-defined]
                 cur,
-                "INSERT INTO summaries (conversation_id, range_start, range_end, level, content_hash, summary, tokens, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conversation_id, range_start, range_end, "
+                "INSERT INTO summaries (scope_id, range_start, range_end, level, content_hash, summary, tokens, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope_id, range_start, range_end, "
                 "level, content_hash) DO UPDATE SET summary = excluded.summary, tokens = excluded.tokens, "
                 "created_at = excluded.created_at",
-                (conversation_id, start, end, level, content_hash, summary, tokens, time.time()),
+                (sid, start, end, level, content_hash, summary, tokens, time.time()),
             )
 
     def get_compaction(
-        self, conversation_id: str, start: int, end: int, level: int, content_hash: str
+        self, conversation_id: str, start: int, end: int, level: int, content_hash: str, *, scope: Scope | None = None
     ) -> CompactionSummary | None:
+        """The summary `put_compaction` kept under that key in ``scope`` (exact), or None."""
+        target = _exact(_compaction_scope(conversation_id, scope, write=False), "a compaction summary")
         with self._read() as cur:  # type: ignore[attr-defined]
-            row = self._x(  # type: ignore[attr-defined]
+            sid = self._scope_id(cur, target, create=False)  # type: ignore[attr-defined]
+            row = None if sid is None else self._x(  # type: ignore[attr-defined]
                 cur,
-                "SELECT summary, tokens, created_at FROM summaries WHERE conversation_id = ? AND range_start = ? "
+                "SELECT summary, tokens, created_at FROM summaries WHERE scope_id = ? AND range_start = ? "
                 "AND range_end = ? AND level = ? AND content_hash = ?",
-                (conversation_id, start, end, level, content_hash),
+                (sid, start, end, level, content_hash),
             ).fetchone()
         if row is None:
             return None
         return CompactionSummary(
             conversation_id=conversation_id, start=start, end=end, level=level, content_hash=content_hash,
-            summary=row[0], tokens=int(row[1]), created_at=float(row[2]),
+            summary=row[0], tokens=int(row[1]), created_at=float(row[2]), scope=target,
         )
 
-    def compactions(self, conversation_id: str) -> list[CompactionSummary]:
-        """Every cached summary of a conversation, by range."""
+    def compactions(self, conversation_id: str, *, scope: Scope | None = None) -> list[CompactionSummary]:
+        """Every cached summary of a conversation in ``scope`` (a wide scope:
+        in every scope of it that has this conversation), by range."""
+        target = _compaction_scope(conversation_id, scope, write=False)
         with self._read() as cur:  # type: ignore[attr-defined]
+            where, params = self._scope_filter(cur, target, "m.scope_id")  # type: ignore[attr-defined]
             rows = self._x(  # type: ignore[attr-defined]
                 cur,
-                "SELECT range_start, range_end, level, content_hash, summary, tokens, created_at FROM summaries "
-                "WHERE conversation_id = ? ORDER BY range_start, range_end, level",
-                (conversation_id,),
+                "SELECT m.range_start, m.range_end, m.level, m.content_hash, m.summary, m.tokens, m.created_at, "
+                "s.user_id, s.agent_id, s.session_id FROM summaries m JOIN scopes s ON s.id = m.scope_id "
+                f"WHERE {where} ORDER BY m.range_start, m.range_end, m.level, m.scope_id",
+                params,
             ).fetchall()
         return [
             CompactionSummary(conversation_id=conversation_id, start=int(r[0]), end=int(r[1]), level=int(r[2]),
-                              content_hash=r[3], summary=r[4], tokens=int(r[5]), created_at=float(r[6]))
+                              content_hash=r[3], summary=r[4], tokens=int(r[5]), created_at=float(r[6]),
+                              scope=Scope(user_id=r[7], agent_id=r[8], session_id=r[9], conversation_id=conversation_id))
             for r in rows
         ]
 
-    def get_summary(self, content_hash: str, level: int) -> str | None:
-        """The engine's summary cache: the summary of a text (by hash) at a level/target."""
-        found = self.get_compaction("", 0, 0, int(level), content_hash)
+    def get_summary(self, content_hash: str, level: int, *, scope: Scope | None = None) -> str | None:
+        """The engine's summary cache: the summary of a text (by hash) at a
+        level/target, in ``scope`` (default ``Scope()``)."""
+        target = _exact(_default_scope(scope, write=False), "a summary")
+        found = self.get_compaction(target.conversation_id or "", 0, 0, int(level), content_hash, scope=target)
         return None if found is None else found.summary
 
-    def put_summary(self, content_hash: str, level: int, summary: str, tokens: int = 0) -> None:
-        self.put_compaction("", 0, 0, int(level), content_hash, summary, int(tokens))
+    def put_summary(
+        self, content_hash: str, level: int, summary: str, tokens: int = 0, *, scope: Scope | None = None
+    ) -> None:
+        target = _default_scope(scope, write=True)
+        self.put_compaction(target.conversation_id or "", 0, 0, int(level), content_hash, summary, int(tokens),
+                            scope=target)
 
     # --- embeddings -----------------------------------------------------------------------
 
@@ -153,73 +218,86 @@ class CachesMixin:
 
     # --- memoisation ----------------------------------------------------------------------
 
-    def memo_get(self, namespace: str, key: Any, default: Any = None) -> Any:
-        """The value cached under (namespace, key), or ``default`` if absent or expired."""
+    def memo_get(self, namespace: str, key: Any, default: Any = None, *, scope: Scope | None = None) -> Any:
+        """The value cached under (namespace, key) in ``scope`` (default
+        ``Scope()``), or ``default`` if absent or expired."""
+        target = _exact(_default_scope(scope, write=False), "a memo value")
+        memo_key = _memo_key(key)
         with self._read() as cur:  # type: ignore[attr-defined]
-            row = self._x(  # type: ignore[attr-defined]
-                cur, "SELECT value, expires_at FROM memo WHERE namespace = ? AND key = ?", (namespace, _memo_key(key))
+            sid = self._scope_id(cur, target, create=False)  # type: ignore[attr-defined]
+            row = None if sid is None else self._x(  # type: ignore[attr-defined]
+                cur, "SELECT value, expires_at FROM memo WHERE scope_id = ? AND namespace = ? AND key = ?",
+                (sid, namespace, memo_key),
             ).fetchone()
         if row is None or (row[1] is not None and row[1] <= time.time()):
             return default
         return _decode(bytes(row[0]))
 
-    def memo_set(self, namespace: str, key: Any, value: Any, *, ttl: float | None = None) -> None:
-        """Cache ``value`` for ``ttl`` seconds (``None``: until replaced or purged)."""
+    def memo_set(self, namespace: str, key: Any, value: Any, *, ttl: float | None = None, scope: Scope | None = None) -> None:
+        """Cache ``value`` in ``scope`` (default ``Scope()``) for ``ttl`` seconds
+        (``None``: until replaced or purged)."""
         if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or math.isnan(ttl) or ttl <= 0):
             raise InvalidInputError(f"ttl: must be a positive number of seconds or None, got {ttl!r}")
+        target = _default_scope(scope, write=True)
         try:
             blob = _encode(value)
         except (TypeError, msgspec.EncodeError) as e:
             raise InvalidInputError(f"value: cannot be cached ({e}); use str, numbers, lists, dicts or bytes") from e
         now = time.time()
         expires = None if ttl is None or math.isinf(ttl) else now + ttl
-        with self._write() as cur:  # type: ignore[attr-defined]
-            self._x(  # type: ignore[attr-defined]
-                cur,
-                "INSERT INTO memo (namespace, key, value, created_at, expires_at) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, created_at = excluded.created_at, "
-                "expires_at = excluded.expires_at",
-                (namespace, _memo_key(key), blob, now, expires),
-            )
+        self._memo_write(target, [(namespace, _memo_key(key), blob, now, expires)])
 
-    def memo_set_many(self, namespace: str, values: Mapping[Any, Any]) -> None:
+    def memo_set_many(self, namespace: str, values: Mapping[Any, Any], *, scope: Scope | None = None) -> None:
         """`memo_set` (no TTL) for each key and value of ``values``, in one transaction."""
+        target = _default_scope(scope, write=True)
         try:
             rows = [(namespace, _memo_key(k), _encode(v), time.time(), None) for k, v in values.items()]
         except (TypeError, msgspec.EncodeError) as e:
             raise InvalidInputError(f"values: cannot be cached ({e}); use str, numbers, lists, dicts or bytes") from e
         if rows:
-            with self._write() as cur:  # type: ignore[attr-defined]
-                cur.executemany(
-                    self._sql(  # type: ignore[attr-defined]
-                        "INSERT INTO memo (namespace, key, value, created_at, expires_at) VALUES (?, ?, ?, ?, ?) "
-                        "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, "
-                        "created_at = excluded.created_at, expires_at = excluded.expires_at"
-                    ),
-                    rows,
-                )
+            self._memo_write(target, rows)
 
-    def memo_purge(self, namespace: str | None = None) -> int:
-        """Delete expired entries (and all of ``namespace`` if given); how many."""
+    def _memo_write(self, scope: Scope, rows: list[tuple[Any, ...]]) -> None:
         with self._write() as cur:  # type: ignore[attr-defined]
-            if namespace is None:
-                rows = self._x(cur, "DELETE FROM memo WHERE expires_at <= ? RETURNING key", (time.time(),))  # type: ignore[attr-defined]
-            else:
-                rows = self._x(cur, "DELETE FROM memo WHERE namespace = ? RETURNING key", (namespace,))  # type: ignore[attr-defined]
-            return len(rows.fetchall())
+            sid = self._scope_id(cur, scope, create=True)  # type: ignore[attr-defined]
+            cur.executemany(
+                self._sql(  # type: ignore[attr-defined]
+                    "INSERT INTO memo (scope_id, namespace, key, value, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (scope_id, namespace, key) DO UPDATE SET value = excluded.value, "
+                    "created_at = excluded.created_at, expires_at = excluded.expires_at"
+                ),
+                [(sid, *row) for row in rows],
+            )
 
-    def memoize(self, namespace: str, *, ttl: float | None = None) -> Callable[[F], F]:
-        """A decorator caching a function's results in the store by its arguments."""
+    def memo_purge(self, namespace: str | None = None, *, scope: Scope | None = None) -> int:
+        """Delete entries; how many. ``memo_purge()``: the expired ones of every
+        scope (they can no longer be read); ``memo_purge(namespace)``: all of
+        ``namespace`` in ``scope`` (default ``Scope()``; a wide scope: in every
+        scope it covers); ``memo_purge(scope=...)``: the expired ones of ``scope``."""
+        with self._write() as cur:  # type: ignore[attr-defined]
+            if namespace is None and scope is None:
+                rows = self._x(cur, "DELETE FROM memo WHERE expires_at <= ? RETURNING key", (time.time(),))  # type: ignore[attr-defined]
+                return len(rows.fetchall())
+            where, params = self._scope_filter(cur, _default_scope(scope, write=False))  # type: ignore[attr-defined]
+            if namespace is None:
+                sql, args = f"DELETE FROM memo WHERE {where} AND expires_at <= ?", (*params, time.time())
+            else:
+                sql, args = f"DELETE FROM memo WHERE {where} AND namespace = ?", (*params, namespace)
+            return len(self._x(cur, sql + " RETURNING key", args).fetchall())  # type: ignore[attr-defined]
+
+    def memoize(self, namespace: str, *, ttl: float | None = None, scope: Scope | None = None) -> Callable[[F], F]:
+        """A decorator caching a function's results in the store (in ``scope``) by its arguments."""
+        target = _default_scope(scope, write=True)
 
         def decorate(fn: F) -> F:
             @functools.wraps(fn)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 key = [list(args), sorted(kwargs.items())]
-                found = self.memo_get(namespace, key, _MISSING)
+                found = self.memo_get(namespace, key, _MISSING, scope=target)
                 if found is not _MISSING:
                     return found
                 value = fn(*args, **kwargs)
-                self.memo_set(namespace, key, value, ttl=ttl)
+                self.memo_set(namespace, key, value, ttl=ttl, scope=target)
                 return value
 
             return wrapper  # type: ignore[return-value]

@@ -7,9 +7,10 @@ conversation_id=...)``, and its stats and `clear_conversation` cover the
 conversation's scopes of that user and agent (any session), so two users'
 conversations with the same id never mix. ``user_id=None`` / ``agent_id=None``
 make a fleet-wide view that reads and clears the conversation of every user
-or agent (it cannot add messages). `clear_conversation` also drops the
-compaction summaries cached under the conversation id (a cache: recomputed
-when needed).
+or agent (it cannot add messages). The compaction summaries of a
+conversation are kept in its scope too (``store.put_compaction(...,
+scope=conversations.scope(conversation_id))``): the stats count and
+`clear_conversation` deletes only those of this user and agent.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ class ConversationStore:
             ).fetchall()
             memories = s._x(cur, f"SELECT COUNT(*) FROM memories WHERE {where}", params).fetchone()[0]
             episodes = s._x(cur, f"SELECT COUNT(*) FROM episodes WHERE {where}", params).fetchone()[0]
-            summaries = s._x(cur, "SELECT COUNT(*) FROM summaries WHERE conversation_id = ?", (conversation_id,)).fetchone()[0]
+            summaries = s._x(cur, f"SELECT COUNT(*) FROM summaries WHERE {where}", params).fetchone()[0]
         firsts = [r[3] for r in rows if r[3] is not None]
         lasts = [r[4] for r in rows if r[4] is not None]
         return ConversationStats(
@@ -100,14 +101,8 @@ class ConversationStore:
 
     def clear_conversation(self, conversation_id: str) -> int:
         """Delete everything of the conversation in this store's user/agent (every
-        session) and its cached summaries; how many rows went."""
-        removed = int(self.store.clear(self._all_sessions(conversation_id)))
-        s = self.store
-        with s._write() as cur:
-            removed += len(
-                s._x(cur, "DELETE FROM summaries WHERE conversation_id = ? RETURNING level", (conversation_id,)).fetchall()
-            )
-        return removed
+        session), its cached summaries included; how many rows went."""
+        return int(self.store.clear(self._all_sessions(conversation_id)))
 
     def close(self) -> None:
         self.store.close()

@@ -19,6 +19,7 @@ import msgspec
 
 from ctxfold._core import count_tokens
 from ctxfold.errors import InvalidInputError, InvalidTypeError
+from ctxfold.memory.checks import integer, metadata, number, text, text_list
 from ctxfold.memory.scope import Scope, check_scope
 
 __all__ = ["MAX_RAW_OUTPUT", "STUCK_AFTER", "IterationLog", "IterationSynthesis", "IterationsMixin", "ToolCallRecord"]
@@ -78,7 +79,7 @@ class IterationLog:
         self.scope = check_scope(scope, write=True)
         if not isinstance(log, str):
             raise InvalidTypeError(f"log: expected str, got {type(log).__name__}")
-        self.log = log
+        self.log = text(log, "log", key=True)
 
     def _rows(self, kind: str) -> list[bytes]:
         s = self.store
@@ -117,6 +118,20 @@ class IterationLog:
             raise InvalidTypeError(f"call: expected a ToolCallRecord, got {type(call).__name__}")
         if call.relevance not in _TIERS:
             raise InvalidInputError(f"relevance: must be one of {_TIERS}, got {call.relevance!r}")
+        call = msgspec.structs.replace(
+            call,
+            tool=text(call.tool, "call.tool"),
+            params=metadata(call.params, "call.params"),
+            raw_output=text(call.raw_output, "call.raw_output"),
+            outcome=text(call.outcome, "call.outcome"),
+            execution_time=number(call.execution_time, "call.execution_time"),
+            cost=number(call.cost, "call.cost"),
+            insights=text_list(call.insights, "call.insights"),
+            learning=text(call.learning, "call.learning"),
+            next_actions=text_list(call.next_actions, "call.next_actions"),
+            iteration=integer(call.iteration, "call.iteration"),
+            timestamp=number(call.timestamp, "call.timestamp", optional=True),
+        )
         now = time.time()
         call = msgspec.structs.replace(
             call,
@@ -132,6 +147,7 @@ class IterationLog:
         ``advancing``, ``stuck`` or ``regressing``."""
         if progress not in ("advancing", "stuck", "regressing"):
             raise InvalidInputError(f"progress: must be 'advancing', 'stuck' or 'regressing', got {progress!r}")
+        synthesis = text(synthesis, "synthesis")
         now = time.time()
         record = IterationSynthesis(iteration=self.current_iteration, synthesis=synthesis, progress=progress, timestamp=now)
         self._insert("synthesis", record, now)
@@ -171,8 +187,8 @@ class IterationLog:
         chronological within a tier, as many as fit in ``budget`` tokens
         (o200k_base): the first call that does not fit ends the list, so a
         lower tier is only shown when every call of the higher ones is."""
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
-            raise InvalidInputError(f"budget: must be an int >= 0, got {budget!r}")
+        budget = integer(budget, "budget")
+        goal = text(goal, "goal")
         header = [f"Goal: {goal}"]
         syntheses = self.syntheses()
         if syntheses:

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from ctxfold.errors import InvalidInputError, InvalidTypeError
-from ctxfold.memory.checks import positive_seconds, unit_interval
+from ctxfold.memory.checks import integer, metadata, number, positive_seconds, text, unit_interval
 from ctxfold.memory.scope import Scope, check_scope
 
 __all__ = ["MESSAGE_TYPE", "AgentMessage", "AgentMessagesMixin"]
@@ -60,8 +60,19 @@ class AgentMessagesMixin:
         p = unit_interval(message.priority, "message.priority")
         if message.ttl_seconds is not None:
             positive_seconds(message.ttl_seconds, "message.ttl_seconds (or None: no expiry)")
-        if not message.source or not message.target:
+        source = text(message.source, "message.source", key=True)
+        if not source or not text(message.target, "message.target", key=True):
             raise InvalidInputError("message: source and target must be non-empty agent or node ids")
+        message = msgspec.structs.replace(
+            message,
+            content=text(message.content, "message.content"),
+            parent_task=text(message.parent_task, "message.parent_task"),
+            session_id=text(message.session_id, "message.session_id", key=True),
+            metadata=metadata(message.metadata, "message.metadata"),
+            type=text(message.type, "message.type"),
+            id=text(message.id, "message.id", key=True),
+            created_at=number(message.created_at, "message.created_at", optional=True),
+        )
         message = msgspec.structs.replace(
             message,
             id=message.id or uuid.uuid4().hex,
@@ -91,6 +102,9 @@ class AgentMessagesMixin:
         """The messages for ``target`` (of ``session_id`` if given), expired ones
         skipped, highest priority first, then oldest first."""
         check_scope(scope, write=False)
+        text(target, "target", column=True)
+        text(session_id, "session_id", column=True, optional=True)
+        limit = integer(limit, "limit", optional=True)
         with self._read() as cur:  # type: ignore[attr-defined]
             where, params = self._scope_filter(cur, scope)  # type: ignore[attr-defined]
             sql = f"SELECT record FROM agent_messages WHERE {where} AND target = ?"
@@ -104,13 +118,14 @@ class AgentMessagesMixin:
             sql += " ORDER BY priority DESC, created_at, rid"
             if limit is not None:
                 sql += " LIMIT ?"
-                args.append(int(limit))
+                args.append(limit)
             rows = self._x(cur, sql, args).fetchall()  # type: ignore[attr-defined]
         return [_decoder.decode(bytes(r[0])) for r in rows]
 
     def messages_in_session(self, session_id: str, *, scope: Scope, include_expired: bool = False) -> list[AgentMessage]:
         """Every message sent in a session (any target), oldest first."""
         check_scope(scope, write=False)
+        text(session_id, "session_id", column=True)
         with self._read() as cur:  # type: ignore[attr-defined]
             where, params = self._scope_filter(cur, scope)  # type: ignore[attr-defined]
             sql = f"SELECT record FROM agent_messages WHERE {where} AND session_id = ?"

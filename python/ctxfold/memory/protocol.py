@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from ctxfold.memory.records import Memory
 from ctxfold.memory.scope import Scope
+from ctxfold.memory.updates import AddResult
 
 __all__ = ["MemoryStore"]
 
@@ -19,11 +20,13 @@ __all__ = ["MemoryStore"]
 class MemoryStore(Protocol):
     """Typed memories by scope, semantic search, and the engine's caches."""
 
-    def add(self, memory: Memory, *, scope: Scope, embedding: Any = None, merge: bool = True) -> str: ...
+    # What an add did (added, merged into an existing memory, or superseded one),
+    # as the id of the current memory: see `ctxfold.memory.updates.AddResult`.
+    def add(self, memory: Memory, *, scope: Scope, embedding: Any = None, merge: bool = True) -> AddResult: ...
 
     def add_many(
         self, memories: Iterable[Memory], *, scope: Scope, embeddings: Any = None, merge: bool = False
-    ) -> list[str]: ...
+    ) -> list[AddResult]: ...
 
     def get(self, memory_id: str, *, scope: Scope) -> Memory | None: ...
 

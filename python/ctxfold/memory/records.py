@@ -77,6 +77,9 @@ class Memory(msgspec.Struct, kw_only=True):
     """Why it left the active set: ``expired``, ``superseded`` or ``archived``."""
     archived_at: float | None = None
     superseded_by: str = ""
+    """The id of the memory that replaced this one (set when it is archived as ``superseded``)."""
+    supersedes: str = ""
+    """The id of the memory this one replaced (now archived); see `SqlStore.history`."""
     score: float = 0.0
     """Cosine similarity to the query of the search that returned it."""
 
@@ -92,6 +95,13 @@ class Memory(msgspec.Struct, kw_only=True):
         return at is not None and at <= (time.time() if now is None else now)
 
 
-_encoder = msgspec.msgpack.Encoder()
+def _enc_hook(value: Any) -> Any:
+    # A str subclass (an `AddResult` id kept in a record) is stored as the plain str.
+    if isinstance(value, str):
+        return str(value)
+    raise TypeError(f"Encoding objects of type {type(value).__name__} is unsupported")
+
+
+_encoder = msgspec.msgpack.Encoder(enc_hook=_enc_hook)
 encode = _encoder.encode
 decoder = msgspec.msgpack.Decoder(Memory)

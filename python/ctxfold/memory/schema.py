@@ -74,11 +74,63 @@ _V1 = [
         expires_at {real}, PRIMARY KEY (namespace, key))""",
 ]
 
-MIGRATIONS: list[list[str]] = [_V1]
+# Version 2: every table that holds content is keyed by the full scope, and the
+# search caches can catch up on appends alone.
+#
+# Compaction summaries and the memo were keyed by conversation id / namespace
+# alone, so one user read and deleted another's. They move to ``scope_id``.
+# A row written before says nothing about its user, agent or session, so it
+# goes to the scope with empty user, agent and session (and, for a summary,
+# its conversation id): the scope the calls without ``scope=`` read, which is
+# exactly who could read it before; no scope with a user, agent or session
+# sees it. (Guessing the owner from the other tables could hand it to the
+# wrong user.) The embedding cache stays global: it is keyed by the hash of a
+# text, so only a caller who already has the text can find its vector.
+#
+# ``memories.gen`` is the scope generation of the transaction that inserted
+# the row (0: inserted before this version or by a path that does not stamp)
+# and ``scopes.cut_gen`` the last generation that removed rows: a cached
+# search matrix at generation g with ``cut_gen <= g`` is brought up to date by
+# reading the rows with ``gen > g`` only.
+_V2 = [
+    """INSERT INTO scopes (user_id, agent_id, session_id, conversation_id, gen)
+        SELECT DISTINCT '', '', '', conversation_id, 0 FROM summaries WHERE true
+        ON CONFLICT (user_id, agent_id, session_id, conversation_id) DO NOTHING""",
+    """CREATE TABLE scoped_summaries (
+        scope_id {int} NOT NULL, range_start {int} NOT NULL, range_end {int} NOT NULL, level {int} NOT NULL,
+        content_hash TEXT NOT NULL, summary TEXT NOT NULL, tokens {int} NOT NULL, created_at {real} NOT NULL,
+        PRIMARY KEY (scope_id, range_start, range_end, level, content_hash))""",
+    """INSERT INTO scoped_summaries (scope_id, range_start, range_end, level, content_hash, summary, tokens, created_at)
+        SELECT s.id, o.range_start, o.range_end, o.level, o.content_hash, o.summary, o.tokens, o.created_at
+        FROM summaries o JOIN scopes s ON s.user_id = '' AND s.agent_id = '' AND s.session_id = ''
+        AND s.conversation_id = o.conversation_id""",
+    "DROP TABLE summaries",
+    "ALTER TABLE scoped_summaries RENAME TO summaries",
+    """INSERT INTO scopes (user_id, agent_id, session_id, conversation_id, gen)
+        SELECT '', '', '', '', 0 WHERE EXISTS (SELECT 1 FROM memo)
+        ON CONFLICT (user_id, agent_id, session_id, conversation_id) DO NOTHING""",
+    """CREATE TABLE scoped_memo (
+        scope_id {int} NOT NULL, namespace TEXT NOT NULL, key TEXT NOT NULL, value {blob} NOT NULL,
+        created_at {real} NOT NULL, expires_at {real}, PRIMARY KEY (scope_id, namespace, key))""",
+    """INSERT INTO scoped_memo (scope_id, namespace, key, value, created_at, expires_at)
+        SELECT s.id, o.namespace, o.key, o.value, o.created_at, o.expires_at
+        FROM memo o JOIN scopes s ON s.user_id = '' AND s.agent_id = '' AND s.session_id = '' AND s.conversation_id = ''""",
+    "DROP TABLE memo",
+    "ALTER TABLE scoped_memo RENAME TO memo",
+    "CREATE INDEX memo_expiry ON memo (expires_at)",
+    "ALTER TABLE scopes ADD COLUMN cut_gen {int} NOT NULL DEFAULT 0",
+    "ALTER TABLE memories ADD COLUMN gen {int} NOT NULL DEFAULT 0",
+    "CREATE INDEX memories_gen ON memories (scope_id, gen)",
+]
+
+MIGRATIONS: list[list[str]] = [_V1, _V2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
-#: Tables whose rows belong to a scope (what `clear` deletes).
-SCOPED_TABLES = ("memories", "archive", "chat_messages", "working", "episodes", "iterations", "agent_messages")
+#: Tables whose rows belong to a scope (what `clear` deletes): every table but
+#: ``meta``, ``schema_version``, ``scopes`` itself and the ``embeddings`` cache.
+SCOPED_TABLES = (
+    "memories", "archive", "chat_messages", "working", "episodes", "iterations", "agent_messages", "summaries", "memo",
+)
 
 
 def render(statement: str, dialect: str) -> str:

@@ -1,7 +1,9 @@
 """Scopes: who a record belongs to.
 
 Every record is written into one *exact* scope: four strings (``user_id``,
-``agent_id``, ``session_id``, ``conversation_id``), any of which may be empty.
+``agent_id``, ``session_id``, ``conversation_id``), any of which may be empty,
+each at most `MAX_KEY_BYTES` (512) bytes of UTF-8 when written, with no NUL
+character.
 An empty field is a value like any other: ``Scope(user_id="u1")`` is the scope
 of user u1 with no agent, session or conversation, and a read in it never sees
 u1's records of conversation c1.
@@ -27,6 +29,7 @@ from typing import Any
 import msgspec
 
 from ctxfold.errors import InvalidInputError, InvalidTypeError
+from ctxfold.memory.checks import text
 
 __all__ = ["SCOPE_FIELDS", "Scope"]
 
@@ -49,8 +52,8 @@ class Scope(msgspec.Struct, frozen=True, kw_only=True):
                 raise InvalidTypeError(
                     f"Scope.{name}: expected a str (or None for any value), got {type(value).__name__}"
                 )
-            if isinstance(value, str) and "\x00" in value:
-                raise InvalidInputError(f"Scope.{name}: contains a NUL character; remove it")
+            # No length limit here: a scope longer than a write allows must still read and clear old rows.
+            text(value, f"Scope.{name}", column=True, optional=True)
 
     @classmethod
     def any(cls, **fields: str) -> Scope:
@@ -98,4 +101,7 @@ def check_scope(scope: Any, *, write: bool, argument: str = "scope") -> Scope:
             f"{argument}: {scope} is a wide scope (a field is None = any value); records are written "
             "into one exact scope. Fix: pass a Scope whose fields are all strings (empty is allowed)"
         )
+    if write:
+        for name in SCOPE_FIELDS:
+            text(getattr(scope, name), f"{argument}.{name}", key=True)
     return scope

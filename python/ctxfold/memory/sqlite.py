@@ -30,6 +30,7 @@ from typing import Any
 
 from ctxfold.errors import InvalidInputError, InvalidTypeError, StoreError
 from ctxfold.memory.store import SqlStore
+from ctxfold.memory.updates import SUPERSEDE_THRESHOLD
 
 __all__ = ["DEFAULT_FILENAME", "SqliteStore"]
 
@@ -48,7 +49,13 @@ class SqliteStore(SqlStore):
     former name left there when only that one exists; ``":memory:"`` for a
     private in-memory store). ``embedder``: any object with ``embed(list[str])`` (the
     shared `StaticEmbedder` by default); ``merge_threshold``: the cosine from
-    which an added memory merges into an existing one (``None``: never);
+    which an added memory that restates an existing one in other words merges
+    into it (``None``: never merge; a higher value, e.g. ``0.98``, merges only
+    closer rewordings); ``supersede_threshold``: the cosine from which an
+    added memory that states an existing one with another value (negated,
+    another number, version, date or name) replaces it, the old one archived
+    as superseded (``None``: never); see `SqlStore.add`. ``add(...,
+    merge=False)`` turns both off for one call;
     ``timeout``: seconds a write waits for another process's lock;
     ``matrix_cache_bytes``: memory for cached search matrices.
 
@@ -65,6 +72,7 @@ class SqliteStore(SqlStore):
         *,
         embedder: Any = None,
         merge_threshold: float | None = 0.95,
+        supersede_threshold: float | None = SUPERSEDE_THRESHOLD,
         timeout: float = 30.0,
         matrix_cache_bytes: int = 1 << 30,
     ) -> None:
@@ -73,6 +81,7 @@ class SqliteStore(SqlStore):
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise InvalidInputError(f"timeout: must be a positive number of seconds, got {timeout!r}")
         self._setup(embedder, merge_threshold, matrix_cache_bytes)
+        self._setup_updates(supersede_threshold)
         self.timeout = float(timeout)
         self._lock = threading.RLock()
         if str(path) == ":memory:":
@@ -183,5 +192,10 @@ class SqliteStore(SqlStore):
             return StoreError(
                 f"cannot {doing} the memory store {self.location}: still locked by another writer after "
                 f"{self.timeout:g} s ({message}). Fix: raise timeout=, or shorten the other process's transactions"
+            )
+        if "full" in lower:
+            return StoreError(
+                f"cannot {doing} the memory store {self.location}: {message}. Fix: free space on its disk "
+                "(SQLite also needs room for its -wal file), or move the store to a disk with room"
             )
         return StoreError(f"cannot {doing} the memory store {self.location}: {message}. Fix: check the file and the disk")

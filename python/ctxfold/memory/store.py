@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -22,6 +23,7 @@ import numpy.typing as npt
 
 from ctxfold.errors import InvalidInputError, InvalidTypeError, StoreError
 from ctxfold.memory.caches import CachesMixin
+from ctxfold.memory.checks import check_memories, integer, number, text
 from ctxfold.memory.embedding import (
     default_embedder,
     embed_texts,
@@ -37,11 +39,14 @@ from ctxfold.memory.schema import MIGRATIONS, SCHEMA_VERSION, SCOPED_TABLES, ren
 from ctxfold.memory.scope import SCOPE_FIELDS, Scope, check_scope
 from ctxfold.memory.tiers import TiersMixin
 from ctxfold.memory.typed import CATEGORIES, merge_into, prepare
+from ctxfold.memory.updates import CANDIDATES, SUPERSEDE_THRESHOLD, AddResult, compare
 
 __all__ = ["SqlStore"]
 
 CATEGORY_CODES = {name: i for i, name in enumerate(CATEGORIES)}
 _CHUNK = 500
+#: Most scores (rows x memories) a `_presearch` keeps (16 MB of float32).
+_PRESEARCH_MAX = 1 << 22
 
 
 @functools.lru_cache(maxsize=512)
@@ -56,6 +61,9 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
     dialect = "sqlite"
     #: The path or the DSN (password masked), for messages.
     location = ""
+    #: The cosine from which an added memory that restates a stored one with
+    #: another value supersedes it (None: never); see `add`.
+    supersede_threshold: float | None = SUPERSEDE_THRESHOLD
 
     def _setup(self, embedder: Any, merge_threshold: float | None, matrix_cache_bytes: int) -> None:
         if merge_threshold is not None and (
@@ -96,19 +104,80 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
         self._check_open()
         return self._forgetting_on_rollback(self._transaction(True))
 
+    def _writer_turn(self) -> contextlib.AbstractContextManager[Any]:
+        """Writers of one SQLite file take turns (see `ctxfold.memory.gate`);
+        PostgreSQL queues them itself."""
+        path = getattr(self, "path", None)
+        if self.dialect != "sqlite" or path is None:
+            return contextlib.nullcontext()
+        from ctxfold.memory.gate import writer_gate
+
+        return writer_gate(path).held(getattr(self, "timeout", 30.0))
+
     @contextlib.contextmanager
     def _forgetting_on_rollback(self, transaction: contextlib.AbstractContextManager[Any]) -> Iterator[Any]:
         """A write that fails rolls back; what this store learnt inside it (a
         scope's row id, the embedding dimension) may not exist any more, and a
         reused row id would hand one scope's records to another, so those
-        caches are dropped and read again from the database."""
+        caches are dropped and read again from the database. What the write
+        registered with `_after_commit` runs only once it has committed."""
+        local = self._local()
+        stack = local.__dict__.setdefault("pending", [])
+        actions: list[Callable[[], None]] = []
+        stack.append(actions)
         try:
-            with transaction as cur:
+            with self._writer_turn(), transaction as cur:
                 yield cur
         except BaseException:
             self._scope_ids.clear()
             self._dim = None
             raise
+        finally:
+            stack.pop()
+            if not stack:
+                local.presearch = None
+        for action in actions:
+            action()
+
+    def _local(self) -> threading.local:
+        """This store's per-thread state (pending after-commit actions, the presearch)."""
+        return self.__dict__.get("_tx_local") or self.__dict__.setdefault("_tx_local", threading.local())
+
+    def _presearch(self, scope: Scope, vectors: npt.NDArray[np.float32]) -> None:
+        """Before a write that compares ``vectors`` with the scope (the
+        duplicate check): score them against the scope's current search
+        matrix now, outside the write lock; under it, `_similarities` then
+        scores only the rows written in between. Skipped when the scores
+        would take more than a few MB."""
+        local = self._local()
+        local.presearch = None
+        try:
+            with self._read() as cur:
+                sid = self._scope_id(cur, scope, create=False)
+                if sid is None or self._stored_dim(cur) != vectors.shape[1]:
+                    return
+                matrix = self._matrix(cur, scope, [sid])
+        except StoreError:
+            return  # the write itself reports what is wrong
+        if matrix.n and matrix.n * len(vectors) <= _PRESEARCH_MAX:
+            local.presearch = (matrix, vectors, np.ascontiguousarray((matrix.vectors @ vectors.T).T))
+
+    def _similarities(self, matrix: ScopeMatrix, vectors: npt.NDArray[np.float32], i: int) -> npt.NDArray[np.float32]:
+        """``matrix.vectors @ vectors[i]`` (a new array), from the `_presearch`
+        scores of the rows it already had and a product over the rest."""
+        found = getattr(self._local(), "presearch", None)
+        if found is not None:
+            before, given, scores = found
+            if given is vectors and before.prefix_of(matrix):
+                return np.concatenate([scores[i], matrix.vectors[before.n :] @ vectors[i]])
+        return matrix.vectors @ vectors[i]
+
+    def _after_commit(self, action: Callable[[], None]) -> None:
+        """Run ``action`` when the write transaction of this thread commits (never if it rolls back)."""
+        stack = self._local().__dict__.get("pending")
+        if not stack:
+            raise RuntimeError("_after_commit outside a write transaction")
+        stack[-1].append(action)
 
     def _read(self) -> contextlib.AbstractContextManager[Any]:
         self._check_open()
@@ -164,8 +233,10 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
         return int(row[0])
 
     def _bump(self, cur: Any, sid: int) -> int:
-        """Mark the scope's searchable rows changed; the new generation."""
-        return int(self._x(cur, "UPDATE scopes SET gen = gen + 1 WHERE id = ? RETURNING gen", (sid,)).fetchone()[0])
+        """Mark the scope's searchable rows changed (removed or replaced: cached
+        matrices are rebuilt, see `_appended` for rows only added); the new generation."""
+        row = self._x(cur, "UPDATE scopes SET gen = gen + 1, cut_gen = gen + 1 WHERE id = ? RETURNING gen", (sid,))
+        return int(row.fetchone()[0])
 
     def _scope_ids_of(self, cur: Any, scope: Scope) -> list[int]:
         """The ids of the stored scopes ``scope`` covers (one at most when exact)."""
@@ -175,13 +246,15 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
         where, params = _wide_filter(scope)
         return [int(r[0]) for r in self._x(cur, f"SELECT id FROM scopes WHERE {where}", params).fetchall()]
 
-    def _generation(self, cur: Any, scope: Scope, sids: list[int]) -> object:
+    def _generation(self, cur: Any, scope: Scope, sids: list[int]) -> tuple[object, int | None]:
+        """The generation of the scope's searchable rows (a wide scope: of every
+        scope it covers) and, for an exact scope, the last one that removed rows."""
         if scope.exact:
-            row = self._x(cur, "SELECT gen FROM scopes WHERE id = ?", (sids[0],)).fetchone()
-            return int(row[0]) if row else -1
+            row = self._x(cur, "SELECT gen, cut_gen FROM scopes WHERE id = ?", (sids[0],)).fetchone()
+            return (int(row[0]), int(row[1])) if row else (-1, None)
         where, params = _wide_filter(scope)
         row = self._x(cur, f"SELECT COALESCE(SUM(gen), 0), COUNT(*) FROM scopes WHERE {where}", params).fetchone()
-        return (int(row[0]), int(row[1]))
+        return (int(row[0]), int(row[1])), None
 
     # --- embeddings ------------------------------------------------------------------------
 
@@ -212,26 +285,65 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
 
     # --- typed memories ------------------------------------------------------------------
 
-    def add(self, memory: Memory, *, scope: Scope, embedding: Any = None, merge: bool = True) -> str:
-        """Store ``memory`` in ``scope``; its id. Adding the same memory again
-        (same id: same category and content) changes nothing; a memory whose
-        cosine to one of the same category in the scope is at least
-        ``merge_threshold`` merges into it (tags united, higher confidence)
-        and that memory's id is returned. ``embedding``: a precomputed vector
-        (else the content is embedded). Confidence below the category's
-        minimum raises `InvalidInputError`; a wrong dimension `StoreError`."""
+    def _setup_updates(self, supersede_threshold: float | None) -> None:
+        if supersede_threshold is not None and (
+            isinstance(supersede_threshold, bool) or not isinstance(supersede_threshold, (int, float))
+            or not 0.0 < supersede_threshold <= 1.0
+        ):
+            raise InvalidInputError(
+                f"supersede_threshold: must be in (0, 1] or None (never supersede), got {supersede_threshold!r}"
+            )
+        self.supersede_threshold = supersede_threshold
+
+    def add(self, memory: Memory, *, scope: Scope, embedding: Any = None, merge: bool = True) -> AddResult:
+        """Store ``memory`` in ``scope``; what that did, as an `AddResult`:
+        the id of the memory that is current afterwards, with ``.action``
+        (``"added"``, ``"merged"`` or ``"superseded"``) and ``.replaced``.
+
+        Knowledge updates (the rules: `ctxfold.memory.updates`): the memory
+        is compared with the most similar active memories of the same
+        category in the same scope.
+
+        - One that says the same in other words, at a cosine of at least
+          ``merge_threshold``, absorbs it (tags united, the higher confidence
+          kept): ``"merged"``, with that memory's id. Adding the very same
+          memory again (same category and content) merges it into itself and
+          changes nothing.
+        - One that makes the same statement with another value (negated, or
+          another number, version, date or name), at a cosine of at least
+          ``supersede_threshold``, is replaced: the new memory is stored with
+          ``supersedes`` = the old id, the old one moves to the archive with
+          ``archived_reason == "superseded"`` and ``superseded_by`` = the new
+          id: ``"superseded"``, ``.replaced`` = the old id. Every such memory
+          among the closest goes the same way (``.replaced`` names the
+          closest). Search and `get` see only the current memory; `history`
+          gives the chain.
+        - The closest memory that is either decides between the two.
+        - Anything else is stored as it is: ``"added"``.
+
+        ``merge=False`` skips the comparison (neither merge nor supersede;
+        an exact duplicate is still stored once). The result is a ``str``
+        subclass rather than a result object because callers keep using the
+        return value as the id (store it, compare it, pass it to `get`).
+        ``embedding``: a precomputed vector (else the content is embedded).
+        Confidence below the category's minimum raises `InvalidInputError`;
+        a wrong dimension `StoreError`."""
         return self.add_many([memory], scope=scope, embeddings=None if embedding is None else [embedding], merge=merge)[0]
 
     def add_many(
-        self, memories: Iterable[Memory], *, scope: Scope, embeddings: Any = None, merge: bool = False
-    ) -> list[str]:
-        """Store many memories in one transaction (the bulk path); their ids in
-        order. As `add`, except that near-duplicate merging is off unless
-        ``merge=True``: it costs a scan of the scope per batch (exact
-        duplicates are still stored once)."""
+        self, memories: Iterable[Memory], *, scope: Scope, embeddings: Any = None, merge: bool = False,
+        _replace: str = "",
+    ) -> list[AddResult]:
+        """Store many memories in one transaction (the bulk path); an
+        `AddResult` for each, in order. As `add`, except that the comparison
+        (merge or supersede) is off unless ``merge=True``: it costs a scan of
+        the scope per batch (exact duplicates are still stored once). With
+        ``merge=True`` a memory is also compared with the earlier ones of its
+        batch."""
         check_scope(scope, write=True)
         if isinstance(memories, Memory):
             raise InvalidTypeError("memories: expected a list of Memory, got one Memory. Fix: use add() or [memory]")
+        memories = check_memories(memories)
         now = time.time()
         prepared = [prepare(m, scope, now, argument=f"memories[{i}]") for i, m in enumerate(memories)]
         if not prepared:
@@ -243,7 +355,9 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
             assert sid is not None
             self._archive_expired(cur, [sid], now)
             existing = self._existing_ids(cur, sid, [m.id for m in prepared])
-            ids, fresh, rows = self._plan_adds(cur, scope, sid, prepared, vectors, existing, merge, now)
+            ids, fresh, rows, retire = self._plan_adds(
+                cur, scope, sid, prepared, vectors, existing, merge, now, _replace
+            )
             if fresh:
                 cur.executemany(
                     self._sql(
@@ -255,18 +369,10 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
                         for i, m in fresh
                     ],
                 )
-                gen = self._bump(cur, sid)
-                cached = self._matrices.advance(("exact", sid), gen - 1, gen)
-                if cached is not None:
-                    cached.append(
-                        [sid] * len(fresh),
-                        [m.id for _, m in fresh],
-                        [CATEGORY_CODES[m.category] for _, m in fresh],
-                        [m.expires_at or math.inf for _, m in fresh],
-                        vectors[[i for i, _ in fresh]],
-                    )
+                self._appended(cur, sid, fresh, vectors)
             for mid, record in rows:
                 self._x(cur, "UPDATE memories SET record = ? WHERE scope_id = ? AND id = ?", (encode(record), sid, mid))
+            self._retire(cur, sid, [m.id for _, m in fresh], retire, now)
         return ids
 
     def _existing_ids(self, cur: Any, sid: int, ids: list[str]) -> set[str]:
@@ -281,60 +387,148 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
 
     def _plan_adds(
         self, cur: Any, scope: Scope, sid: int, prepared: list[Memory], vectors: npt.NDArray[np.float32],
-        existing: set[str], merge: bool, now: float,
-    ) -> tuple[list[str], list[tuple[int, Memory]], list[tuple[str, Memory]]]:
-        """Which memories are new, which merge into what (ids in input order,
-        new (index, memory) pairs, merged records to update)."""
-        threshold = self.merge_threshold if merge else None
-        matrix = self._matrix(cur, scope, [sid]) if threshold is not None else None
-        ids: list[str] = []
+        existing: set[str], merge: bool, now: float, replace: str = "",
+    ) -> tuple[list[AddResult], list[tuple[int, Memory]], list[tuple[str, Memory]], list[tuple[str, str]]]:
+        """What each memory does (see `add`): the results in input order, the
+        new (index, memory) pairs to insert, the merged records to update and
+        the (old id, new id) pairs to archive as superseded. ``replace``: the
+        id the (single) memory supersedes whatever it says (`supersede`)."""
+        merge_at = self.merge_threshold if merge else None
+        supersede_at = self.supersede_threshold if merge else None
+        floor = min((t for t in (merge_at, supersede_at) if t is not None), default=None)
+        matrix = self._matrix(cur, scope, [sid]) if floor is not None else None
+        if replace and self._get_record(cur, sid, replace) is None:
+            row = self._x(cur, "SELECT record FROM archive WHERE scope_id = ? AND id = ?", (sid, replace)).fetchone()
+            done = None if row is None else decoder.decode(row[0])
+            new_id = prepared[0].id if len(prepared) == 1 else ""
+            if done is not None and done.superseded_by == new_id and new_id in existing:
+                # The same supersede again (a retry after a lost connection): already done.
+                return [AddResult(new_id, "superseded", replace)], [], [], []
+            raise StoreError(
+                f"memory_id: no active memory {replace!r} in {scope}. Fix: pass the id add() returned "
+                "(history() shows what replaced an archived one)"
+            )
+        results: list[AddResult] = []
         fresh: list[tuple[int, Memory]] = []
         merged: dict[str, Memory] = {}
-        batch: dict[str, int] = {}
+        retire: list[tuple[str, str]] = []
+        batch: set[str] = set()
+        gone: set[str] = set()  # superseded by an earlier memory of this batch
         for i, m in enumerate(prepared):
-            if m.id in existing or m.id in batch:
-                ids.append(m.id)
-                continue
-            target = None
-            if threshold is not None:
-                target = self._near_duplicate(cur, sid, m, vectors, i, matrix, fresh, threshold, now)
-            if target is None:
-                batch[m.id] = i
-                fresh.append((i, m))
-                ids.append(m.id)
-                continue
-            if isinstance(target, Memory):  # an earlier memory of this batch
-                j = next(k for k, (_, f) in enumerate(fresh) if f.id == target.id)
-                fresh[j] = (fresh[j][0], merge_into(target, m, now))
-                ids.append(target.id)
-            else:
-                base = merged.get(target) or self._get_record(cur, sid, target)
-                if base is None:
-                    fresh.append((i, m))
-                    ids.append(m.id)
+            if m.superseded_by or m.archived_reason or m.archived_at is not None:
+                # An archived record added again is current again.
+                m = msgspec.structs.replace(m, superseded_by="", archived_reason="", archived_at=None)
+            if replace:
+                if m.id == replace:
+                    results.append(AddResult(m.id, "merged", m.id))
                     continue
-                merged[target] = merge_into(base, m, now)
-                ids.append(target)
-        return ids, fresh, list(merged.items())
+                if m.id in existing:
+                    base = merged.get(m.id) or self._get_record(cur, sid, m.id)
+                    if base is not None:
+                        merged[m.id] = msgspec.structs.replace(base, supersedes=replace, updated_at=now)
+                else:
+                    fresh.append((i, msgspec.structs.replace(m, supersedes=replace)))
+                    batch.add(m.id)
+                retire.append((replace, m.id))
+                results.append(AddResult(m.id, "superseded", replace))
+                continue
+            if m.id in existing or m.id in batch:
+                results.append(AddResult(m.id, "merged", m.id))
+                continue
+            decision = None
+            if floor is not None:
+                decision = self._decide(
+                    cur, sid, m, vectors, i, matrix, fresh, merged, gone, merge_at, supersede_at, floor, now
+                )
+            if decision is None:
+                fresh.append((i, m))
+                batch.add(m.id)
+                results.append(AddResult(m.id, "added"))
+                continue
+            action, target = decision
+            if action == "merged":
+                if isinstance(target, int):  # an earlier memory of this batch
+                    into = fresh[target][1]
+                    fresh[target] = (fresh[target][0], merge_into(into, m, now))
+                    results.append(AddResult(into.id, "merged", into.id))
+                else:
+                    base = merged.get(target) or self._get_record(cur, sid, target)
+                    assert base is not None  # _decide read it in this transaction
+                    merged[target] = merge_into(base, m, now)
+                    results.append(AddResult(target, "merged", target))
+                continue
+            olds = [fresh[t][1].id if isinstance(t, int) else t for t in target]
+            fresh.append((i, msgspec.structs.replace(m, supersedes=olds[0])))
+            batch.add(m.id)
+            for old in olds:
+                gone.add(old)
+                retire.append((old, m.id))
+            results.append(AddResult(m.id, "superseded", olds[0]))
+        return results, fresh, list(merged.items()), retire
 
-    def _near_duplicate(
-        self, cur: Any, sid: int, m: Memory, vectors: npt.NDArray[np.float32], i: int,
-        matrix: ScopeMatrix | None, fresh: list[tuple[int, Memory]], threshold: float, now: float,
-    ) -> str | Memory | None:
+    def _decide(
+        self, cur: Any, sid: int, m: Memory, vectors: npt.NDArray[np.float32], i: int, matrix: ScopeMatrix | None,
+        fresh: list[tuple[int, Memory]], merged: dict[str, Memory], gone: set[str],
+        merge_at: float | None, supersede_at: float | None, floor: float, now: float,
+    ) -> tuple[str, Any] | None:
+        """Whether ``m`` merges into or supersedes the most similar active
+        memories of its category: (``"merged"``, the one it merges into) or
+        (``"superseded"``, every candidate it updates, closest first), each
+        a stored id or a position in ``fresh``; None when it is new. The
+        closest candidate that is either decides. The cosine only picks the
+        candidates; `compare` reads the texts."""
         code = CATEGORY_CODES[m.category]
+        candidates: list[tuple[float, str | int]] = []
         if matrix is not None and matrix.n:
             sims = matrix.vectors @ vectors[i]
             sims[(matrix.categories != code) | (matrix.expires <= now)] = -np.inf
-            best = int(np.argmax(sims))
-            if sims[best] >= threshold:
-                return matrix.ids[best]
-        same = [(j, f) for j, f in fresh if f.category == m.category]
+            above = np.flatnonzero(sims >= floor)
+            if len(above) > CANDIDATES + len(gone):
+                above = above[np.argpartition(-sims[above], CANDIDATES + len(gone) - 1)[: CANDIDATES + len(gone)]]
+            ids = matrix.ids
+            candidates += [(float(sims[k]), ids[int(k)]) for k in above if ids[int(k)] not in gone]
+        same = [p for p, (_, f) in enumerate(fresh) if f.category == m.category and f.id not in gone]
         if same:
-            sims = vectors[[j for j, _ in same]] @ vectors[i]
-            best = int(np.argmax(sims))
-            if sims[best] >= threshold:
-                return same[best][1]
-        return None
+            sims = vectors[[fresh[p][0] for p in same]] @ vectors[i]
+            candidates += [(float(c), p) for c, p in zip(sims, same) if c >= floor]
+        if not candidates:
+            return None
+        candidates.sort(key=lambda c: -c[0])
+        candidates = candidates[:CANDIDATES]
+        stored = self._records(cur, sid, [t for _, t in candidates if isinstance(t, str) and t not in merged])
+        updated: list[str | int] = []
+        for cosine, target in candidates:
+            old = fresh[target][1] if isinstance(target, int) else merged.get(target) or stored.get(target)
+            if old is None:
+                continue
+            kind = compare(old.content, m.content).kind
+            if kind == "same" and merge_at is not None and cosine >= merge_at and not updated:
+                return "merged", target
+            if kind == "update" and supersede_at is not None and cosine >= supersede_at:
+                # Every stored statement of the old value goes, not only the closest.
+                updated.append(target)
+        return ("superseded", updated) if updated else None
+
+    def _records(self, cur: Any, sid: int, ids: list[str]) -> dict[str, Memory]:
+        if not ids:
+            return {}
+        marks = ", ".join("?" * len(ids))
+        rows = self._x(cur, f"SELECT id, record FROM memories WHERE scope_id = ? AND id IN ({marks})", (sid, *ids))
+        return {r[0]: decoder.decode(r[1]) for r in rows.fetchall()}
+
+    def _retire(self, cur: Any, sid: int, added: list[str], retire: list[tuple[str, str]], now: float) -> None:
+        """After the inserts of an add: memories stored again leave the
+        archive (they are current again) and the superseded ones enter it,
+        each linked to its successor."""
+        for start in range(0, len(added), _CHUNK):
+            chunk = added[start : start + _CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            self._x(cur, f"DELETE FROM archive WHERE scope_id = ? AND id IN ({marks})", (sid, *chunk))
+        successors: dict[str, list[str]] = {}
+        for old, new in retire:
+            successors.setdefault(new, []).append(old)
+        for new, olds in successors.items():
+            self._move_to_archive(cur, sid, olds, "superseded", now, superseded_by=new)
 
     def _get_record(self, cur: Any, sid: int, mid: str) -> Memory | None:
         row = self._x(cur, "SELECT record FROM memories WHERE scope_id = ? AND id = ?", (sid, mid)).fetchone()
@@ -346,6 +540,7 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
         check_scope(scope, write=False)
         if not isinstance(memory_id, str):
             raise InvalidTypeError(f"memory_id: expected str, got {type(memory_id).__name__}")
+        text(memory_id, "memory_id", column=True)
         with self._read() as cur:
             where, params = self._scope_filter(cur, scope)
             row = self._x(
@@ -359,6 +554,7 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
     def memories(self, *, scope: Scope, category: str | None = None) -> list[Memory]:
         """Every active (unexpired) memory in ``scope``, oldest first."""
         check_scope(scope, write=False)
+        text(category, "category", column=True, optional=True)
         with self._read() as cur:
             where, params = self._scope_filter(cur, scope)
             sql = f"SELECT record FROM memories WHERE {where} AND (expires_at IS NULL OR expires_at > ?)"
@@ -403,6 +599,9 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
         each with ``.score`` (cosine); those below ``threshold`` are left out.
         A wide scope (``scope.widen()``) searches every scope it covers."""
         check_scope(scope, write=False)
+        k, threshold = integer(k, "k"), number(threshold, "threshold", optional=True)
+        if isinstance(query, str):
+            text(query, "query")
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise InvalidInputError(f"k: must be an int >= 0, got {k!r}")
         codes = None
@@ -458,35 +657,98 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
         return out
 
     def _matrix(self, cur: Any, scope: Scope, sids: list[int]) -> ScopeMatrix:
+        """The scope's search matrix as of its generation now (cached; a matrix
+        that is behind gets the rows appended since, or is rebuilt when rows
+        were removed). The result never changes: hold it for as long as needed."""
         key: Any = ("exact", sids[0]) if scope.exact else ("wide", scope.values())
-        generation = self._generation(cur, scope, sids)
-        with self._matrices.lock:
-            cached = self._matrices.get(key, generation)
-            if cached is not None:
-                return cached
+        generation, cut = self._generation(cur, scope, sids)
+        cached = self._matrices.get(key, generation)
+        if cached is not None:
+            return cached
+        with self._matrices.building(key):
+            entry = self._matrices.entry(key)
+            if entry is not None:
+                held_generation, held = entry
+                if held_generation == generation or _later(held_generation, generation):
+                    return held
+                if cut is not None and isinstance(held_generation, int) and cut <= held_generation:
+                    rows = self._x(
+                        cur,
+                        "SELECT scope_id, id, category, expires_at, embedding FROM memories "
+                        "WHERE scope_id = ? AND gen > ? AND gen <= ? ORDER BY gen, rid",
+                        (sids[0], held_generation, generation),
+                    ).fetchall()
+                    return self._matrices.put(key, generation, self._with_rows(held, rows))
             where, params = self._scope_filter(cur, scope)
-            rows = self._x(
-                cur, f"SELECT scope_id, id, category, expires_at, embedding FROM memories WHERE {where} ORDER BY rid",
-                params,
-            ).fetchall()
-            dim = self._stored_dim(cur) or 1
-            matrix = ScopeMatrix(dim, len(rows))
-            if rows:
-                matrix.append(
-                    [r[0] for r in rows],
-                    [r[1] for r in rows],
-                    [CATEGORY_CODES.get(r[2], -1) for r in rows],
-                    [math.inf if r[3] is None else r[3] for r in rows],
-                    from_blobs([bytes(r[4]) for r in rows], dim),
-                )
-            self._matrices.put(key, generation, matrix)
+            sql = f"SELECT scope_id, id, category, expires_at, embedding FROM memories WHERE {where}"
+            if cut is not None:
+                # Rows committed after the generation was read wait for the next catch-up.
+                sql, params = sql + " AND gen <= ?", (*params, generation)
+            rows = self._x(cur, sql + " ORDER BY rid", params).fetchall()
+            # Room to append the next writes in place (a copy would also lose a `_presearch`).
+            capacity = len(rows) + len(rows) // 8 + 16
+            matrix = self._with_rows(ScopeMatrix(self._stored_dim(cur) or 1, capacity), rows)
+            return self._matrices.put(key, generation, matrix)
+
+    def _with_rows(self, matrix: ScopeMatrix, rows: list[Any]) -> ScopeMatrix:
+        if not rows:
             return matrix
+        return matrix.appended(
+            [r[0] for r in rows],
+            [r[1] for r in rows],
+            [CATEGORY_CODES.get(r[2], -1) for r in rows],
+            [math.inf if r[3] is None else r[3] for r in rows],
+            from_blobs([bytes(r[4]) for r in rows], matrix.dim),
+        )
+
+    def _appended(self, cur: Any, sid: int, fresh: list[tuple[int, Memory]], vectors: npt.NDArray[np.float32]) -> int:
+        """Record that ``fresh`` (index into ``vectors``, memory) were just
+        inserted into scope ``sid``: bump its generation, stamp the rows with
+        it and, once the transaction commits, append them to this store's
+        cached matrix of the scope; the new generation. The rows are
+        stamped only if this transaction inserted them (``gen = 0``), so a
+        row another writer inserted first is never appended twice."""
+        gen = int(self._x(cur, "UPDATE scopes SET gen = gen + 1 WHERE id = ? RETURNING gen", (sid,)).fetchone()[0])
+        by_id = {m.id: (i, m) for i, m in fresh}
+        stamped: list[tuple[int, str]] = []
+        ids = list(by_id)
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            stamped += self._x(
+                cur,
+                f"UPDATE memories SET gen = ? WHERE scope_id = ? AND gen = 0 AND id IN ({marks}) RETURNING rid, id",
+                (gen, sid, *chunk),
+            ).fetchall()
+        stamped.sort()
+        rows = [by_id[mid] for _, mid in stamped]
+        key = ("exact", sid)
+
+        def extend(matrix: ScopeMatrix) -> ScopeMatrix:
+            return matrix.appended(
+                [sid] * len(rows),
+                [m.id for _, m in rows],
+                [CATEGORY_CODES[m.category] for _, m in rows],
+                [math.inf if m.expires_at is None else m.expires_at for _, m in rows],
+                vectors[[i for i, _ in rows]].reshape(len(rows), vectors.shape[1]),
+            )
+
+        def after_commit() -> None:
+            try:
+                self._matrices.advance(key, gen - 1, gen, extend)
+            except Exception:
+                # The write is committed; a matrix that could not follow is rebuilt on the next search.
+                self._matrices.discard(key)
+
+        self._after_commit(after_commit)
+        return gen
 
     # --- effectiveness, archive, deletion ------------------------------------------------
 
     def record_application(self, memory_id: str, *, scope: Scope, success: bool) -> Memory:
         """Count one application of the memory (and whether it worked); the updated memory."""
         check_scope(scope, write=True)
+        text(memory_id, "memory_id", column=True)
         with self._write() as cur:
             sid = self._scope_id(cur, scope, create=False)
             record = None if sid is None else self._get_record(cur, sid, memory_id)
@@ -497,19 +759,71 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
             self._x(cur, "UPDATE memories SET record = ? WHERE scope_id = ? AND id = ?", (encode(record), sid, memory_id))
         return record
 
-    def supersede(self, memory_id: str, new: Memory, *, scope: Scope, embedding: Any = None) -> str:
-        """Add ``new`` and move ``memory_id`` to the archive as superseded by it; the new id."""
-        check_scope(scope, write=True)
-        new_id = self.add(new, scope=scope, embedding=embedding, merge=False)
-        with self._write() as cur:
-            sid = self._scope_id(cur, scope, create=False)
-            if sid is not None and new_id != memory_id:
-                self._move_to_archive(cur, sid, [memory_id], "superseded", time.time(), superseded_by=new_id)
-        return new_id
+    def supersede(self, memory_id: str, new: Memory, *, scope: Scope, embedding: Any = None) -> AddResult:
+        """Replace the active memory ``memory_id`` by ``new`` whatever their
+        texts say, in one transaction: ``new`` is stored with ``supersedes``
+        = ``memory_id``, which moves to the archive as superseded by it (see
+        `history`). ``"superseded"`` with the new id (``"merged"``, nothing
+        changed, when ``new`` is that same memory). Raises `StoreError` when
+        ``memory_id`` is not active in ``scope``."""
+        if not isinstance(memory_id, str):
+            raise InvalidTypeError(f"memory_id: expected str, got {type(memory_id).__name__}")
+        text(memory_id, "memory_id", column=True)
+        if not isinstance(new, Memory):
+            raise InvalidTypeError(f"new: expected a ctxfold.memory.Memory, got {type(new).__name__}")
+        embeddings = None if embedding is None else [embedding]
+        return self.add_many([new], scope=scope, embeddings=embeddings, _replace=str(memory_id))[0]
+
+    def history(self, memory_id: str, *, scope: Scope) -> list[Memory]:
+        """The knowledge updates ``memory_id`` belongs to, oldest first: the
+        memories it superseded, itself, and those that superseded it, up to
+        the current one. Search and `get` return only current memories; this
+        is how to ask for the superseded ones (archived: ``status ==
+        "archived"``, ``archived_reason == "superseded"``, ``superseded_by``
+        = the next one's id). ``[]`` when ``memory_id`` is neither active nor
+        archived in ``scope`` (a wide scope: the first scope holding it)."""
+        check_scope(scope, write=False)
+        if not isinstance(memory_id, str):
+            raise InvalidTypeError(f"memory_id: expected str, got {type(memory_id).__name__}")
+        text(memory_id, "memory_id", column=True)
+        with self._read() as cur:
+            where, params = self._scope_filter(cur, scope)
+            found = self._any_record(cur, where, params, memory_id)
+            if found is None:
+                return []
+            sid, record = found
+            chain, seen = [record], {record.id}
+            # Each link is one lookup in the scope the chain started in; ``seen`` stops a cycle
+            # (a memory superseded and later added again).
+            for backwards in (True, False):
+                while True:
+                    link = chain[0].supersedes if backwards else chain[-1].superseded_by
+                    step = None if not link or link in seen else self._any_record(cur, "scope_id = ?", (sid,), link)
+                    if step is None:
+                        break
+                    seen.add(step[1].id)
+                    if backwards:
+                        chain.insert(0, step[1])
+                    else:
+                        chain.append(step[1])
+        return chain
+
+    def _any_record(self, cur: Any, where: str, params: tuple[Any, ...], mid: str) -> tuple[int, Memory] | None:
+        """(scope id, record) of ``mid``, active or archived."""
+        for table in ("memories", "archive"):
+            row = self._x(
+                cur, f"SELECT scope_id, record FROM {table} WHERE {where} AND id = ? ORDER BY rid LIMIT 1",
+                (*params, mid),
+            ).fetchone()
+            if row is not None:
+                return int(row[0]), decoder.decode(row[1])
+        return None
 
     def archive(self, memory_id: str, *, scope: Scope, reason: str = "archived") -> bool:
         """Move a memory to the archive; False if it was not active in ``scope``."""
         check_scope(scope, write=True)
+        text(memory_id, "memory_id", column=True)
+        text(reason, "reason", column=True)
         with self._write() as cur:
             sid = self._scope_id(cur, scope, create=False)
             return sid is not None and self._move_to_archive(cur, sid, [memory_id], reason, time.time()) > 0
@@ -561,6 +875,7 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
     def archived(self, *, scope: Scope, category: str | None = None) -> list[Memory]:
         """The archived memories of ``scope`` (``status == "archived"``, with the reason)."""
         check_scope(scope, write=False)
+        text(category, "category", column=True, optional=True)
         with self._read() as cur:
             where, params = self._scope_filter(cur, scope)
             sql, args = f"SELECT record FROM archive WHERE {where}", list(params)
@@ -571,7 +886,11 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
         return [decoder.decode(r[0]) for r in rows]
 
     def get_archived(self, memory_id: str, *, scope: Scope) -> Memory | None:
+        """The archived memory ``memory_id`` of ``scope`` (None if it is not
+        archived): ``archived_reason`` says why, ``superseded_by`` names the
+        memory that replaced a superseded one."""
         check_scope(scope, write=False)
+        text(memory_id, "memory_id", column=True)
         with self._read() as cur:
             where, params = self._scope_filter(cur, scope)
             row = self._x(cur, f"SELECT record FROM archive WHERE {where} AND id = ? LIMIT 1", (*params, memory_id)).fetchone()
@@ -580,6 +899,7 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
     def delete(self, memory_id: str, *, scope: Scope) -> bool:
         """Delete a memory for good (not archived); False if it was not there."""
         check_scope(scope, write=True)
+        text(memory_id, "memory_id", column=True)
         with self._write() as cur:
             sid = self._scope_id(cur, scope, create=False)
             if sid is None:
@@ -591,8 +911,9 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
 
     def clear(self, scope: Scope) -> int:
         """Delete every record of ``scope`` (memories, archive, messages, working
-        memory, episodes, iteration records, agent messages) and nothing else;
-        how many rows went. A wide scope clears every scope it covers."""
+        memory, episodes, iteration records, agent messages, compaction
+        summaries, memo values: every table in `SCOPED_TABLES`) and nothing
+        else; how many rows went. A wide scope clears every scope it covers."""
         check_scope(scope, write=False)
         with self._write() as cur:
             sids = self._scope_ids_of(cur, scope)
@@ -606,16 +927,27 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
     # --- export --------------------------------------------------------------------------------
 
     def export_yaml(self, directory: Any, *, scope: Scope) -> list[Any]:
-        """Write the active memories of ``scope`` as one YAML file per category; the paths."""
+        """Write the active memories of ``scope`` as one YAML file per category,
+        each with a record count and sha256, replaced atomically; the paths."""
         from ctxfold.memory.export import export_yaml
 
         return export_yaml(self, directory, scope=scope)
 
-    def import_yaml(self, directory: Any, *, scope: Scope) -> list[str]:
-        """Add the memories of the YAML files `export_yaml` wrote; their ids."""
+    def import_yaml(self, directory: Any, *, scope: Scope, verify: bool = True) -> list[str]:
+        """Add the memories of the YAML files `export_yaml` wrote; their ids. All
+        or nothing: a cut-short, changed or old-format file raises `StoreError`
+        (``verify=False`` skips the count and digest check)."""
         from ctxfold.memory.export import import_yaml
 
-        return import_yaml(self, directory, scope=scope)
+        return import_yaml(self, directory, scope=scope, verify=verify)
+
+
+def _later(a: object, b: object) -> bool:
+    """Whether generation ``a`` comes after ``b`` (generations never go back)."""
+    try:
+        return bool(a > b)  # type: ignore[operator]
+    except TypeError:
+        return False
 
 
 def _wide_filter(scope: Scope) -> tuple[str, tuple[Any, ...]]:

@@ -23,7 +23,7 @@ from ctxfold._core import count_tokens
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 from ctxfold.memory.embedding import embed_texts, from_blobs, to_blob
 from ctxfold.memory.matrix import select_top
-from ctxfold.memory.checks import unit_interval
+from ctxfold.memory.checks import integer, metadata, number, text, text_list, unit_interval
 from ctxfold.memory.scope import Scope, check_scope
 
 if TYPE_CHECKING:
@@ -66,6 +66,28 @@ class Episode(msgspec.Struct, kw_only=True):
     """Cosine similarity to the query of `recall_episodes`."""
 
 
+def _check_message(m: ChatMessage, argument: str) -> ChatMessage:
+    return msgspec.structs.replace(
+        m,
+        role=text(m.role, f"{argument}.role", column=True),
+        content=text(m.content, f"{argument}.content"),
+        tokens=integer(m.tokens, f"{argument}.tokens"),
+        timestamp=number(m.timestamp, f"{argument}.timestamp", optional=True),
+        metadata=metadata(m.metadata, f"{argument}.metadata"),
+    )
+
+
+def _check_working(w: WorkingMemory, argument: str) -> WorkingMemory:
+    return msgspec.structs.replace(
+        w,
+        entities=text_list(w.entities, f"{argument}.entities"),
+        goals=text_list(w.goals, f"{argument}.goals"),
+        pending_questions=text_list(w.pending_questions, f"{argument}.pending_questions"),
+        state=metadata(w.state, f"{argument}.state"),
+        updated_at=number(w.updated_at, f"{argument}.updated_at", optional=True),
+    )
+
+
 _msg_decoder = msgspec.msgpack.Decoder(ChatMessage)
 _wm_decoder = msgspec.msgpack.Decoder(WorkingMemory)
 _ep_decoder = msgspec.msgpack.Decoder(Episode)
@@ -81,6 +103,11 @@ class TiersMixin:
         """Append messages (`ChatMessage` or ``{"role", "content"}`` dicts) to the
         scope's conversation in one transaction; how many."""
         check_scope(scope, write=True)
+        if isinstance(messages, (str, dict, ChatMessage)):
+            raise InvalidTypeError(
+                f"messages: expected a list of messages, got one {type(messages).__name__}. "
+                "Fix: use append_message() or [message]"
+            )
         now = time.time()
         rows = []
         for i, m in enumerate(messages):
@@ -91,6 +118,7 @@ class TiersMixin:
                     raise InvalidInputError(f"messages[{i}]: {e}; pass {{'role': str, 'content': str}}") from e
             if not isinstance(m, ChatMessage):
                 raise InvalidTypeError(f"messages[{i}]: expected a ChatMessage or dict, got {type(m).__name__}")
+            m = _check_message(m, f"messages[{i}]")
             tokens = m.tokens or int(count_tokens(m.content))
             m = msgspec.structs.replace(m, tokens=tokens, timestamp=now if m.timestamp is None else m.timestamp)
             rows.append(m)
@@ -110,8 +138,7 @@ class TiersMixin:
     def recent_messages(self, *, scope: Scope, n: int = 20) -> list[ChatMessage]:
         """The last ``n`` messages of the scope, oldest first (short-term memory)."""
         check_scope(scope, write=False)
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise InvalidInputError(f"n: must be an int >= 0, got {n!r}")
+        n = integer(n, "n")
         with self._read() as cur:  # type: ignore[attr-defined]
             where, params = self._scope_filter(cur, scope)  # type: ignore[attr-defined]
             rows = self._x(  # type: ignore[attr-defined]
@@ -136,6 +163,7 @@ class TiersMixin:
         check_scope(scope, write=True)
         if not isinstance(working, WorkingMemory):
             raise InvalidTypeError(f"working: expected a WorkingMemory, got {type(working).__name__}")
+        working = _check_working(working, "working")
         with self._write() as cur:  # type: ignore[attr-defined]
             self._put_working(cur, scope, working)
 
@@ -164,6 +192,12 @@ class TiersMixin:
         """Change the working memory in one transaction (read, change, write);
         the new value. Lists keep their order without duplicates."""
         check_scope(scope, write=True)
+        add_entities = text_list(add_entities, "add_entities")
+        add_goals = text_list(add_goals, "add_goals")
+        add_questions = text_list(add_questions, "add_questions")
+        resolve_questions = text_list(resolve_questions, "resolve_questions")
+        complete_goals = text_list(complete_goals, "complete_goals")
+        state = None if state is None else metadata(state, "state")
         with self._write() as cur:  # type: ignore[attr-defined]
             wm = self._working(cur, scope)
             wm.entities = list(dict.fromkeys([*wm.entities, *add_entities]))
@@ -183,8 +217,15 @@ class TiersMixin:
         if not isinstance(episode, Episode):
             raise InvalidTypeError(f"episode: expected an Episode, got {type(episode).__name__}")
         s = unit_interval(episode.significance, "episode.significance")
-        if not episode.content.strip():
+        if not text(episode.content, "episode.content").strip():
             raise InvalidInputError("episode.content: must be a non-empty str")
+        episode = msgspec.structs.replace(
+            episode,
+            id=text(episode.id, "episode.id", key=True),
+            timestamp=number(episode.timestamp, "episode.timestamp", optional=True),
+            tags=text_list(episode.tags, "episode.tags"),
+            metadata=metadata(episode.metadata, "episode.metadata"),
+        )
         now = time.time()
         episode = msgspec.structs.replace(
             episode,
@@ -208,13 +249,15 @@ class TiersMixin:
     def episodes(self, *, scope: Scope, min_significance: float = 0.0, limit: int | None = None) -> list[Episode]:
         """Episodes of at least ``min_significance``, most significant first (then newest)."""
         check_scope(scope, write=False)
+        min_significance = number(min_significance, "min_significance")
+        limit = integer(limit, "limit", optional=True)
         with self._read() as cur:  # type: ignore[attr-defined]
             where, params = self._scope_filter(cur, scope)  # type: ignore[attr-defined]
             sql = f"SELECT record FROM episodes WHERE {where} AND significance >= ? ORDER BY significance DESC, created_at DESC, rid DESC"
             args: list[Any] = [*params, min_significance]
             if limit is not None:
                 sql += " LIMIT ?"
-                args.append(int(limit))
+                args.append(limit)
             rows = self._x(cur, sql, args).fetchall()  # type: ignore[attr-defined]
         return [_ep_decoder.decode(r[0]) for r in rows]
 
@@ -223,6 +266,9 @@ class TiersMixin:
     ) -> list[Episode]:
         """The ``k`` episodes most similar to ``query`` (with ``.score``)."""
         check_scope(scope, write=False)
+        text(query, "query")
+        k, threshold = integer(k, "k"), number(threshold, "threshold", optional=True)
+        min_significance = number(min_significance, "min_significance")
         q = embed_texts(self.embedder, [query])[0]  # type: ignore[attr-defined]
         with self._read() as cur:  # type: ignore[attr-defined]
             where, params = self._scope_filter(cur, scope)  # type: ignore[attr-defined]
@@ -250,8 +296,8 @@ class MemoryTiers:
     def __init__(self, store: Any, scope: Scope, *, short_term_n: int = 20, threshold: float = 0.3) -> None:
         self.store = store
         self.scope = check_scope(scope, write=True)
-        self.short_term_n = short_term_n
-        self.threshold = threshold
+        self.short_term_n = integer(short_term_n, "short_term_n")
+        self.threshold = number(threshold, "threshold")
 
     def remember(self, role: str, content: str) -> None:
         self.store.append_message(ChatMessage(role=role, content=content), scope=self.scope)

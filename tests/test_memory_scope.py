@@ -1,0 +1,475 @@
+"""Scope everywhere: no table, read or delete of a memory store crosses from
+one scope to another, on SQLite and PostgreSQL.
+
+Alice and Bob use the same conversation id ("c1"), agent and session; a third
+writer uses the calls without ``scope=`` (the anonymous scopes). Every write
+API puts records marked with its owner into every table, then:
+
+- the schema is enumerated (``sqlite_master`` / ``information_schema``): every
+  table has a ``scope_id`` and is cleared with its scope, except the few global
+  ones named here with the reason, and the writes reach every scoped table;
+- the public API of the store (and of `ConversationStore`, `IterationLog`,
+  `MemoryTiers`) is enumerated: every method is classified here, and a new one
+  fails the test until it is; every read, exact and wide, returns Alice's
+  records to Alice and never Bob's or the anonymous ones (and the other way
+  round); every delete or in-place change by Alice leaves Bob's and the
+  anonymous rows byte for byte as they were, in every table;
+- the probe that found summaries crossing users is a regression test, and a
+  store written by the previous schema version is migrated without handing
+  its unscoped summaries or memo values to any user.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxfold.errors import InvalidInputError
+from ctxfold.memory import (
+    AgentMessage,
+    ConversationStore,
+    Episode,
+    Memory,
+    MemoryTiers,
+    PostgresStore,
+    Scope,
+    SqliteStore,
+    WorkingMemory,
+)
+from ctxfold.memory.iterations import IterationLog
+from ctxfold.memory.schema import MIGRATIONS, SCOPED_TABLES, render
+
+BACKENDS = ["sqlite", "postgres"]
+ALICE = Scope(user_id="alice", conversation_id="c1")
+BOB = Scope(user_id="bob", conversation_id="c1")
+MARK = {"alice": "ALICEMARK", "bob": "BOBMARK", "anon": "ANONMARK"}
+SCOPES = {"alice": ALICE, "bob": BOB}
+#: Tables without a scope, and why that cannot leak a user's records.
+GLOBAL_TABLES = {
+    "schema_version": "the applied schema versions",
+    "meta": "store settings (the embedding dimension)",
+    "scopes": "the scope registry the other tables point into; no API lists it",
+    "embeddings": "keyed by the hash of a text: only a caller who has the text finds its vector",
+}
+
+
+# --- stores on both backends -----------------------------------------------------------------------
+
+
+class Opener:
+    def __init__(self, backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+        self.backend = backend
+        self.tmp_path = tmp_path
+        self.stores: list[Any] = []
+        self.schemas: list[str] = []
+        self.dsn = str(request.getfixturevalue("pg_dsn")) if backend == "postgres" else ""
+
+    def new_location(self) -> str:
+        if self.backend == "sqlite":
+            return str(self.tmp_path / f"{uuid.uuid4().hex[:8]}.db")
+        schema = "scope_" + uuid.uuid4().hex[:16]
+        self.schemas.append(schema)
+        return schema
+
+    def open(self, location: str | None = None) -> Any:
+        location = location or self.new_location()
+        store = SqliteStore(location) if self.backend == "sqlite" else PostgresStore(self.dsn, schema=location)
+        store.test_location = location
+        self.stores.append(store)
+        return store
+
+    def sql(self, store: Any, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Run SQL on the store's database directly (not through the store)."""
+        if self.backend == "sqlite":
+            conn = sqlite3.connect(store.test_location)
+            try:
+                return conn.execute(statement, params).fetchall()
+            finally:
+                conn.close()
+        import psycopg
+
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(f'SET search_path TO "{store.test_location}"')
+            cur = conn.execute(statement.replace("?", "%s"), params)
+            return cur.fetchall() if cur.description else []
+
+    def tables(self, store: Any) -> dict[str, list[str]]:
+        """Every table of the store's schema with its columns."""
+        if self.backend == "sqlite":
+            names = [r[0] for r in self.sql(store, "SELECT name FROM sqlite_master WHERE type = 'table' "
+                                                   "AND name NOT LIKE 'sqlite_%'")]
+            return {n: [c[1] for c in self.sql(store, f"PRAGMA table_info({n})")] for n in names}
+        rows = self.sql(store, "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = ?",
+                        (store.test_location,))
+        out: dict[str, list[str]] = {}
+        for table, column in rows:
+            out.setdefault(table, []).append(column)
+        return out
+
+    def close(self) -> None:
+        for store in self.stores:
+            store.close()
+        if self.schemas:
+            import psycopg
+
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                for schema in self.schemas:
+                    conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=BACKENDS)
+def opener(request: pytest.FixtureRequest, tmp_path: Path):
+    o = Opener(request.param, request, tmp_path)
+    yield o
+    o.close()
+
+
+# --- the data -------------------------------------------------------------------------------------------
+
+
+def populate(store: Any) -> dict[str, dict[str, Any]]:
+    """Every write API, for Alice, Bob (more of everything, so counts differ)
+    and the anonymous scopes; per owner what a read should find."""
+    expected: dict[str, dict[str, Any]] = {}
+    for n, who in enumerate(("alice", "bob"), start=1):
+        scope, mark = SCOPES[who], MARK[who]
+        meta = {"owner": mark}
+        store.add_many([Memory(content=f"fact {j} about topic {j}", metadata=meta) for j in range(n)], scope=scope)
+        # The same content in both scopes: the same id, two records.
+        store.add(Memory(content="the office opens at nine", metadata=meta), scope=scope, merge=False)
+        store.add(Memory(content="an old decision to archive", category="decision", metadata=meta), scope=scope,
+                  merge=False)
+        archived_id = next(m.id for m in store.memories(scope=scope) if m.content.startswith("an old decision"))
+        assert store.archive(archived_id, scope=scope)
+        shared_id = next(m.id for m in store.memories(scope=scope) if m.content.startswith("the office"))
+        store.append_messages([{"role": "user", "content": f"{mark} message {j}"} for j in range(n)], scope=scope)
+        store.append_message({"role": "assistant", "content": f"{mark} reply"}, scope=scope)
+        store.set_working(WorkingMemory(goals=[f"{mark} goal"]), scope=scope)
+        store.update_working(scope=scope, add_entities=[f"{mark} entity"])
+        for j in range(n):
+            store.add_episode(Episode(content=f"{mark} episode {j}", significance=0.9), scope=scope)
+        log = store.iterations(scope=scope, log="task")
+        log.record_call(tool="grep", learning=f"{mark} learning", relevance="high")
+        for _ in range(3 if who == "bob" else 1):
+            log.end_iteration(f"{mark} synthesis", "stuck" if who == "bob" else "advancing")
+        store.send_message(AgentMessage(source="planner", target="coder", content=f"{mark} note", session_id="s1"),
+                           scope=scope)
+        for j in range(n):
+            store.put_compaction("c1", 0, 10 + j, 1, "h", f"{mark} summary {j}", 5, scope=scope)
+        store.put_summary("h", 50, f"{mark} short", scope=scope)
+        store.memo_set("ns", "k", f"{mark} memo", scope=scope)
+        store.memo_set_many("ns", {"k2": f"{mark} memo 2"}, scope=scope)
+        store.memoize("fn", scope=scope)(lambda x, mark=mark: f"{mark} result {x}")(1)
+        expected[who] = {
+            # summaries: the compactions and the short-form one, all kept in the scope
+            "memories": n + 1, "messages": n + 1, "episodes": n, "summaries": n + 1, "shared_id": shared_id,
+            "archived_id": archived_id, "iteration": 4 if who == "bob" else 2, "stuck": who == "bob",
+        }
+    anon = MARK["anon"]
+    store.put_compaction("c1", 0, 10, 1, "h", f"{anon} summary", 5)
+    store.put_summary("h", 50, f"{anon} short")
+    store.memo_set("ns", "k", f"{anon} memo")
+    store.add(Memory(content="the office opens at nine", metadata={"owner": anon}), scope=Scope(conversation_id="c1"))
+    return expected
+
+
+def rows_by_scope(opener: Opener, store: Any) -> dict[int, dict[str, list[tuple[Any, ...]]]]:
+    """Every row of every scoped table, by scope id (bytes for blobs)."""
+    out: dict[int, dict[str, list[tuple[Any, ...]]]] = {}
+    columns = opener.tables(store)
+    for table in SCOPED_TABLES:
+        names = ", ".join(columns[table])
+        at = columns[table].index("scope_id")
+        for row in opener.sql(store, f"SELECT {names} FROM {table}"):
+            values = tuple(bytes(v) if isinstance(v, (bytes, memoryview)) else v for v in row)
+            out.setdefault(int(values[at]), {}).setdefault(table, []).append(values)
+    for tables in out.values():
+        for rows in tables.values():
+            rows.sort(key=repr)
+    return out
+
+
+def scope_id(opener: Opener, store: Any, scope: Scope) -> int:
+    rows = opener.sql(store, "SELECT id FROM scopes WHERE user_id = ? AND agent_id = ? AND session_id = ? "
+                             "AND conversation_id = ?", tuple(scope.values()))
+    assert rows, f"no scope row for {scope}"
+    return int(rows[0][0])
+
+
+# --- the schema ------------------------------------------------------------------------------------------
+
+
+def test_every_table_is_scoped_or_global_by_design(opener: Opener) -> None:
+    store = opener.open()
+    populate(store)
+    tables = opener.tables(store)
+    unscoped = {t for t, columns in tables.items() if "scope_id" not in columns and t not in GLOBAL_TABLES}
+    assert not unscoped, f"tables without scope_id: {sorted(unscoped)} (key them by scope, or justify in GLOBAL_TABLES)"
+    scoped = {t for t, columns in tables.items() if "scope_id" in columns}
+    assert scoped == set(SCOPED_TABLES), "SCOPED_TABLES (what clear() deletes) must list every table with a scope_id"
+    assert set(GLOBAL_TABLES) <= set(tables)
+    by_scope = rows_by_scope(opener, store)
+    for who in ("alice", "bob"):
+        sid = scope_id(opener, store, SCOPES[who])
+        empty = [t for t in SCOPED_TABLES if not by_scope.get(sid, {}).get(t)]
+        assert not empty, f"populate() wrote nothing of {who} into {empty}: add a write for each table"
+
+
+# --- reads ------------------------------------------------------------------------------------------------
+
+Read = Callable[[Any, Scope, dict[str, Any]], Any]
+
+
+def _stats(store: Any, scope: Scope, exp: dict[str, Any]) -> Any:
+    s = ConversationStore(store, user_id=scope.user_id).get_conversation_stats("c1")
+    return (s.messages, s.memories, s.episodes, s.summaries)
+
+
+def _export(store: Any, scope: Scope, exp: dict[str, Any]) -> str:
+    directory = Path(exp["tmp"]) / uuid.uuid4().hex[:8]
+    directory.mkdir()
+    paths = store.export_yaml(directory, scope=scope)
+    return "".join(Path(p).read_text(encoding="utf-8") for p in paths)
+
+
+#: Read name -> (call, whether a wide scope is accepted). A call's result must
+#: show its owner's marker and no other one; numbers are compared below.
+READS: dict[str, tuple[Read, bool]] = {
+    "get": (lambda s, sc, e: s.get(e["shared_id"], scope=sc), True),
+    "history": (lambda s, sc, e: s.history(e["shared_id"], scope=sc), True),
+    "memories": (lambda s, sc, e: s.memories(scope=sc), True),
+    "search": (lambda s, sc, e: s.search("the office opens", scope=sc, k=50), True),
+    "archived": (lambda s, sc, e: s.archived(scope=sc), True),
+    "get_archived": (lambda s, sc, e: s.get_archived(e["archived_id"], scope=sc), True),
+    "recent_messages": (lambda s, sc, e: s.recent_messages(scope=sc, n=100), True),
+    "get_working": (lambda s, sc, e: s.get_working(scope=sc), False),
+    "episodes": (lambda s, sc, e: s.episodes(scope=sc), True),
+    "recall_episodes": (lambda s, sc, e: s.recall_episodes("episode", scope=sc, k=50), True),
+    "query_by_target": (lambda s, sc, e: s.query_by_target("coder", scope=sc), True),
+    "messages_in_session": (lambda s, sc, e: s.messages_in_session("s1", scope=sc), True),
+    "get_compaction": (lambda s, sc, e: s.get_compaction("c1", 0, 10, 1, "h", scope=sc), False),
+    "compactions": (lambda s, sc, e: s.compactions("c1", scope=sc), True),
+    "get_summary": (lambda s, sc, e: s.get_summary("h", 50, scope=sc), False),
+    "memo_get": (lambda s, sc, e: (s.memo_get("ns", "k", scope=sc), s.memo_get("ns", "k2", scope=sc)), False),
+    "memoize": (lambda s, sc, e: s.memoize("fn", scope=sc)(lambda x: "computed again")(1), False),
+    "export_yaml": (_export, True),
+    "iterations": (lambda s, sc, e: s.iterations(scope=sc, log="task").calls(), False),
+    "IterationLog.calls": (lambda s, sc, e: IterationLog(s, sc, "task").calls(), False),
+    "IterationLog.syntheses": (lambda s, sc, e: IterationLog(s, sc, "task").syntheses(), False),
+    "IterationLog.reasoning_context": (lambda s, sc, e: IterationLog(s, sc, "task").reasoning_context("goal", 1000), False),
+    "IterationLog.recovery_prompt": (lambda s, sc, e: IterationLog(s, sc, "task").recovery_prompt(), False),
+    "ConversationStore.get_messages": (
+        lambda s, sc, e: ConversationStore(s, user_id=sc.user_id).get_messages("c1"), True),
+    "MemoryTiers.short_term": (lambda s, sc, e: MemoryTiers(s, sc).short_term(100), False),
+    "MemoryTiers.working": (lambda s, sc, e: MemoryTiers(s, sc).working, False),
+    "MemoryTiers.long_term": (lambda s, sc, e: MemoryTiers(s, sc).long_term("office", 50, threshold=-1.0), False),
+    "MemoryTiers.episodic": (lambda s, sc, e: (MemoryTiers(s, sc).episodic(None, 50),
+                                               MemoryTiers(s, sc).episodic("episode", 50)), False),
+}
+#: Reads that return numbers: (call, the expected value from populate()).
+COUNTED: dict[str, tuple[Read, Callable[[dict[str, Any]], Any]]] = {
+    "count": (lambda s, sc, e: s.count(scope=sc), lambda e: e["memories"]),
+    "IterationLog.current_iteration": (lambda s, sc, e: IterationLog(s, sc, "task").current_iteration,
+                                       lambda e: e["iteration"]),
+    "IterationLog.is_stuck": (lambda s, sc, e: IterationLog(s, sc, "task").is_stuck(), lambda e: e["stuck"]),
+    "ConversationStore.get_conversation_stats": (
+        _stats, lambda e: (e["messages"], e["memories"], e["episodes"], e["summaries"])),
+}
+#: Deletes and in-place changes, by Alice; Bob's rows must not change.
+DELETES: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
+    "delete": lambda s, e: s.delete(e["shared_id"], scope=ALICE),
+    "archive": lambda s, e: s.archive(e["shared_id"], scope=ALICE),
+    "supersede": lambda s, e: s.supersede(e["shared_id"], Memory(content="the office opens at ten"), scope=ALICE),
+    "record_application": lambda s, e: s.record_application(e["shared_id"], scope=ALICE, success=True),
+    "archive_expired": lambda s, e: s.archive_expired(scope=ALICE),
+    "archive_expired (every scope: expired rows only)": lambda s, e: s.archive_expired(),
+    "clear": lambda s, e: s.clear(ALICE),
+    "clear (wide)": lambda s, e: s.clear(Scope.any(user_id="alice")),
+    "memo_purge (namespace)": lambda s, e: s.memo_purge("ns", scope=ALICE),
+    "memo_purge (expired in scope)": lambda s, e: s.memo_purge(scope=ALICE),
+    "memo_purge (every scope: expired rows only)": lambda s, e: s.memo_purge(),
+    "purge_expired_messages (every scope: expired rows only)": lambda s, e: s.purge_expired_messages(),
+    "set_working": lambda s, e: s.set_working(WorkingMemory(goals=["new"]), scope=ALICE),
+    "update_working": lambda s, e: s.update_working(scope=ALICE, complete_goals=[f"{MARK['alice']} goal"]),
+    "put_compaction (replace)": lambda s, e: s.put_compaction("c1", 0, 10, 1, "h", "replaced", 1, scope=ALICE),
+    "put_summary (replace)": lambda s, e: s.put_summary("h", 50, "replaced", scope=ALICE),
+    "memo_set (replace)": lambda s, e: s.memo_set("ns", "k", "replaced", scope=ALICE),
+    "add (merging)": lambda s, e: s.add(Memory(content="The office opens at nine.", tags=["x"]), scope=ALICE),
+    "import_yaml": lambda s, e: s.import_yaml(_export_dir(s, e), scope=ALICE),
+    "ConversationStore.clear_conversation": lambda s, e: ConversationStore(s, user_id="alice").clear_conversation("c1"),
+}
+#: Writes (each used by populate()); and what is neither a read nor a delete.
+WRITES = {
+    "add", "add_many", "add_episode", "append_message", "append_messages", "send_message", "memo_set_many",
+    "put_embeddings", "iterations", "ConversationStore.add_message", "ConversationStore.add_messages",
+    "IterationLog.record_call", "IterationLog.end_iteration", "MemoryTiers.remember", "MemoryTiers.update_working",
+    "MemoryTiers.record_episode",
+}
+OTHER = {
+    "close": "closes the store",
+    "dialect": "a constant",
+    "location": "the path or masked DSN",
+    "embedder": "the embedder object",
+    "supersede_threshold": "a setting",
+    "get_embeddings": "global by design: keyed by the hash of a text (see GLOBAL_TABLES)",
+    "embedding_cache": "global by design: the embedding cache for one model",
+    "ConversationStore.close": "closes the store",
+    "ConversationStore.scope": "builds a Scope, reads nothing",
+}
+
+
+def _export_dir(store: Any, exp: dict[str, Any]) -> Path:
+    directory = Path(exp["tmp"]) / uuid.uuid4().hex[:8]
+    directory.mkdir()
+    store.export_yaml(directory, scope=ALICE)
+    return directory
+
+
+def _public(cls: type, prefix: str = "") -> set[str]:
+    return {prefix + n for n in dir(cls) if not n.startswith("_")}
+
+
+def test_every_public_api_is_classified() -> None:
+    from ctxfold.memory.postgres import PostgresStore as Pg
+
+    api = (_public(SqliteStore) | _public(Pg) | _public(ConversationStore, "ConversationStore.")
+           | _public(IterationLog, "IterationLog.") | _public(MemoryTiers, "MemoryTiers."))
+    put_names = {"put_compaction", "put_summary", "memo_set", "memoize", "set_working", "update_working",
+                 "record_application", "import_yaml"}
+    known = set(READS) | set(COUNTED) | {d.split(" ")[0] for d in DELETES} | WRITES | set(OTHER) | put_names
+    new = sorted(api - known)
+    assert not new, (
+        f"public APIs not covered by the scope tests: {new}. Fix: add each to READS/COUNTED (reads), "
+        "DELETES (deletes and in-place changes) or WRITES (and write with it in populate()) in tests/test_memory_scope.py"
+    )
+
+
+def _check_read(name: str, value: Any, who: str) -> None:
+    text = repr(value)
+    assert MARK[who] in text, f"{name} for {who}: own records missing: {text[:300]}"
+    for other, mark in MARK.items():
+        if other != who:
+            assert mark not in text, f"{name} for {who} returned {other}'s records: {text[:300]}"
+
+
+def test_no_read_crosses_scopes(opener: Opener, tmp_path: Path) -> None:
+    store = opener.open()
+    expected = populate(store)
+    second = opener.open(store.test_location)  # its caches learn everything from the database
+    for reader in (store, second):
+        for who in ("alice", "bob"):
+            exp = {**expected[who], "tmp": tmp_path}
+            wide = Scope.any(user_id=SCOPES[who].user_id)
+            for name, (read, accepts_wide) in READS.items():
+                _check_read(name, read(reader, SCOPES[who], exp), who)
+                if accepts_wide:
+                    _check_read(f"{name} (wide)", read(reader, wide, exp), who)
+                else:
+                    try:
+                        read(reader, wide, exp)
+                    except InvalidInputError:
+                        continue
+                    pytest.fail(f"{name} accepted the wide scope {wide} (expected InvalidInputError)")
+            for name, (read, want) in COUNTED.items():
+                assert read(reader, SCOPES[who], exp) == want(exp), f"{name} for {who}"
+
+
+@pytest.mark.parametrize("name", sorted(DELETES))
+def test_no_delete_or_change_crosses_scopes(opener: Opener, tmp_path: Path, name: str) -> None:
+    store = opener.open()
+    expected = populate(store)
+    before = rows_by_scope(opener, store)
+    alice = scope_id(opener, store, ALICE)
+    DELETES[name](store, {**expected["alice"], "tmp": tmp_path})
+    after = rows_by_scope(opener, store)
+    for sid in set(before) | set(after):
+        if sid != alice:
+            assert after.get(sid) == before.get(sid), f"{name} by alice changed rows of scope id {sid}"
+    # Bob still reads everything of his.
+    exp = {**expected["bob"], "tmp": tmp_path}
+    for read_name, (read, _) in READS.items():
+        _check_read(read_name, read(store, BOB, exp), "bob")
+
+
+# --- the probe that found the crossing ----------------------------------------------------------------------
+
+
+def test_compaction_summaries_do_not_cross_users(opener: Opener) -> None:
+    store = opener.open()
+    alice, bob = ConversationStore(store, user_id="alice"), ConversationStore(store, user_id="bob")
+    alice.add_message("c1", "user", "hello")
+    bob.add_message("c1", "user", "hi")
+    store.put_compaction("c1", 0, 10, 1, "h", "alice's private summary", 5, scope=alice.scope("c1"))
+    # Without a scope: the anonymous scope of c1, not anybody's.
+    assert store.compactions("c1") == []
+    assert store.get_compaction("c1", 0, 10, 1, "h") is None
+    assert store.get_compaction("c1", 0, 10, 1, "h", scope=bob.scope("c1")) is None
+    assert [c.summary for c in store.compactions("c1", scope=alice.scope("c1"))] == ["alice's private summary"]
+    assert bob.get_conversation_stats("c1").summaries == 0
+    assert alice.get_conversation_stats("c1").summaries == 1
+    bob.clear_conversation("c1")
+    assert [c.summary for c in store.compactions("c1", scope=alice.scope("c1"))] == ["alice's private summary"]
+    assert alice.clear_conversation("c1") == 2  # her message and her summary
+    assert store.compactions("c1", scope=alice.scope("c1")) == []
+    with pytest.raises(InvalidInputError, match="conversation_id"):
+        store.put_compaction("c2", 0, 1, 1, "h", "x", 1, scope=alice.scope("c1"))
+
+
+# --- migration from the previous schema ---------------------------------------------------------------------
+
+
+def test_previous_schema_is_migrated_without_handing_rows_to_a_user(opener: Opener) -> None:
+    location = opener.new_location()
+    v1 = [render(statement, opener.backend) for statement in MIGRATIONS[0]]
+    rows = [
+        "CREATE TABLE schema_version (version INTEGER NOT NULL)",
+        *v1,
+        "INSERT INTO schema_version (version) VALUES (1)",
+        "INSERT INTO scopes (user_id, agent_id, session_id, conversation_id, gen) VALUES ('alice', '', '', 'c1', 0)",
+        "INSERT INTO summaries VALUES ('c1', 0, 10, 1, 'h', 'old summary of c1', 5, 1.0)",
+        "INSERT INTO summaries VALUES ('', 0, 0, 50, 'h', 'old short summary', 2, 1.0)",
+        "INSERT INTO memo (namespace, key, value, created_at, expires_at) VALUES ('ns', 'k', ?, 1.0, NULL)",
+    ]
+    import msgspec
+
+    value = msgspec.msgpack.encode("old memo value")
+    if opener.backend == "sqlite":
+        conn = sqlite3.connect(location)
+        for statement in rows:
+            conn.execute(statement, (value,) if "?" in statement else ())
+        conn.commit()
+        conn.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(opener.dsn, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{location}"')
+            conn.execute(f'SET search_path TO "{location}"')
+            for statement in rows:
+                conn.execute(statement.replace("?", "%s"), (value,) if "?" in statement else ())
+    store = opener.open(location)
+    assert [r[0] for r in opener.sql(store, "SELECT MAX(version) FROM schema_version")] == [len(MIGRATIONS)]
+    # Kept where the calls without scope= read them ...
+    assert [c.summary for c in store.compactions("c1")] == ["old summary of c1"]
+    assert store.get_summary("h", 50) == "old short summary"
+    assert store.memo_get("ns", "k") == "old memo value"
+    # ... and no user's scope sees them, not even the only user of conversation c1.
+    assert store.compactions("c1", scope=ALICE) == []
+    assert store.compactions("c1", scope=Scope.any(user_id="alice")) == []
+    assert ConversationStore(store, user_id="alice").get_conversation_stats("c1").summaries == 0
+    assert store.memo_get("ns", "k", scope=ALICE) is None
+    assert store.get_summary("h", 50, scope=ALICE) is None
+    # The migrated store works as a new one.
+    store.put_compaction("c1", 0, 10, 1, "h", "alice's", 1, scope=ALICE)
+    assert [c.summary for c in store.compactions("c1", scope=ALICE)] == ["alice's"]
+    assert [c.summary for c in store.compactions("c1")] == ["old summary of c1"]
+    store.add(Memory(content="after the migration"), scope=ALICE)
+    assert store.search("after the migration", scope=ALICE, k=1)[0].content == "after the migration"
+    store.close()
+    again = opener.open(location)  # opening again migrates nothing
+    assert again.memo_get("ns", "k") == "old memo value"
