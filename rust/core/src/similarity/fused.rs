@@ -300,10 +300,6 @@ fn stream_block_body<T: Dot, const FMA: bool>(
     let d = q.values.len();
     for i in rows {
         let row = &flat[i * d..(i + 1) * d];
-        #[cfg(target_arch = "x86_64")]
-        if FMA {
-            super::normalized::prefetch(flat, (i + super::normalized::PREFETCH_ROWS) * d, d);
-        }
         let (dot, norm2) = dot_and_norm2::<T, FMA>(&q.values, row);
         offer(q, row, i, dot, norm2, bound, pool)?;
     }
