@@ -72,6 +72,16 @@ def test_lists_and_strided_views() -> None:
         (lambda: cosine_similarity("abc"), InvalidTypeError, "X"),
         (lambda: top_k(np.ones(3), np.ones((4, 2)), 2), InvalidInputError, "query"),
         (lambda: top_k(np.ones(2), np.ones((4, 2)), -1), InvalidInputError, "k"),
+        (lambda: top_k(np.ones(2), np.ones((4, 2)), 1.5), InvalidTypeError, "k"),
+        (lambda: top_k(np.array([1.0, np.nan]), np.ones((4, 2)), 1), InvalidInputError, "query[0, 1]"),
+        (lambda: top_k(np.ones(2), np.array([[1.0, 2.0], [np.inf, 0.0]]), 1), InvalidInputError, "X[1, 0]"),
+        (lambda: top_k(np.zeros((3, 2)), np.array([[1.0, 2.0], [np.nan, 0.0]]), 1), InvalidInputError, "X[1, 0]"),
+        (lambda: top_k(np.ones(2, np.float32), np.ones((4, 2)), 1), InvalidInputError, "query: dtype"),
+        (lambda: top_k(np.ones(2), np.ones((4, 2), np.int64), 1), InvalidInputError, "X: dtype int64"),
+        (lambda: top_k(np.ones(2), np.ones((4, 2, 1)), 1), InvalidInputError, "X: expected a 2-D array"),
+        (lambda: top_k(np.ones(0), np.ones((4, 0)), 1), InvalidInputError, "X: has 0 columns"),
+        (lambda: top_k(np.ones(2), "rows", 1), InvalidTypeError, "X"),
+        (lambda: top_k(object(), np.ones((4, 2)), 1), InvalidTypeError, "query"),
         (lambda: Bm25("one text"), InvalidTypeError, "texts"),
         (lambda: Bm25(["a", 3]), InvalidTypeError, "texts[1]"),
         (lambda: Bm25(["a"], k1=-1), InvalidInputError, "k1"),
@@ -97,6 +107,102 @@ def test_top_k_orders_best_first_with_ties_by_index() -> None:
     np.testing.assert_array_equal(top_k(np.ones(2), ties, 3)[0], [0, 1, 2])
     many_idx, _ = top_k(np.stack([q, -q]), x, 100)
     assert many_idx.shape == (2, 50)
+
+
+def reference_top_k(q: np.ndarray, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The definition: f64 cosines (0 for a zero row or query) rounded to the
+    input's dtype, best first, ties to the lower index (a stable sort)."""
+    scores = numpy_cosine(np.atleast_2d(q), x).astype(x.dtype)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return order, np.take_along_axis(scores, order, axis=1)
+
+
+def tied_rows(rng, n: int, d: int, distinct: int, dtype) -> np.ndarray:
+    """Rows from a few directions at power-of-two scales (exactly tied
+    cosines), about one in `distinct + 1` of them zero."""
+    base = rng.standard_normal((distinct, d))
+    pick = rng.integers(0, distinct + 1, n)
+    x = np.zeros((n, d))
+    x[pick < distinct] = base[pick[pick < distinct]] * 2.0 ** rng.integers(-4, 5, (pick < distinct).sum())[:, None]
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("n", "d", "queries"), [(1, 3, 1), (300, 16, 1), (300, 16, 5), (5000, 384, 1), (5000, 384, 64)])
+def test_top_k_matches_numpy_on_random_rows(n, d, queries, dtype) -> None:
+    rng = np.random.default_rng(n + d + queries)
+    x = (rng.standard_normal((n, d)) * rng.uniform(0.1, 10, (n, 1))).astype(dtype)
+    x[::7] = 0.0
+    q = rng.standard_normal((queries, d)).astype(dtype)
+    for k in (1, 10, n + 5):
+        want_idx, want_scores = reference_top_k(q, x, k)
+        idx, scores = top_k(q if queries > 1 else q[0], x, k)
+        assert idx.dtype == np.int64 and scores.dtype == dtype
+        idx, scores = np.atleast_2d(idx), np.atleast_2d(scores)
+        np.testing.assert_array_equal(idx, want_idx)
+        # float32: the same rounded value up to its last bit; float64: sums in another order.
+        np.testing.assert_allclose(scores, want_scores, rtol=1e-6 if dtype == np.float32 else 0, atol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_top_k_ties_zero_rows_and_zero_queries(dtype) -> None:
+    rng = np.random.default_rng(9)
+    x = tied_rows(rng, 4000, 24, 5, dtype)
+    q = rng.standard_normal((6, 24)).astype(dtype)
+    q[1] = x[17]
+    q[2] = 0.0
+    for k in (1, 10, 800):
+        want_idx, want_scores = reference_top_k(q, x, k)
+        idx, scores = top_k(q, x, k)
+        np.testing.assert_array_equal(idx, want_idx)
+        np.testing.assert_allclose(scores, want_scores, rtol=1e-6, atol=1e-14)
+        # One query at a time takes the streamed pass: the same answers.
+        for i, row in enumerate(q):
+            np.testing.assert_array_equal(top_k(row, x, k)[0], want_idx[i])
+    # A zero query scores 0 against every row: the first k rows, in order.
+    assert top_k(q[2], x, 3)[0].tolist() == [0, 1, 2] and not top_k(q[2], x, 3)[1].any()
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.integers(0, 60),
+    st.integers(1, 12),
+    st.integers(1, 4),
+    st.integers(0, 70),
+    st.sampled_from([np.float32, np.float64]),
+    st.data(),
+)
+def test_top_k_is_the_cosine_ranking(n, d, queries, k, dtype, data) -> None:
+    """Any finite input, duplicates and zero rows included: each returned
+    score is the row's cosine, best first, ties to the lower index, and no
+    row left out scores higher (float rounding makes near-equal cosines of
+    different rows legitimately order either way, hence the tolerance)."""
+    small = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False, width=32) | st.sampled_from([0.0, 1.0, -1.0])
+    x = data.draw(hnp.arrays(dtype, (n, d), elements=small))
+    q = data.draw(hnp.arrays(dtype, (queries, d), elements=small))
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    idx, scores = top_k(q, x, k)
+    assert idx.shape == scores.shape == (queries, min(k, n))
+    truth = numpy_cosine(q, x) if n else np.zeros((queries, 0))
+    for row, (got, got_scores) in enumerate(zip(idx, scores)):
+        assert len(set(got.tolist())) == len(got)
+        np.testing.assert_allclose(got_scores, truth[row, got], atol=tol)
+        assert (np.diff(got_scores) <= 0).all()
+        tied = np.diff(got_scores) == 0
+        assert (np.diff(got)[tied] > 0).all()
+        left_out = np.setdiff1d(np.arange(n), got)
+        if len(got) and len(left_out):
+            assert truth[row, left_out].max() <= got_scores[-1] + tol
+
+
+def test_top_k_reads_strided_and_list_input() -> None:
+    rng = np.random.default_rng(2)
+    wide = rng.standard_normal((200, 20))
+    q = rng.standard_normal(10)
+    want = reference_top_k(q, np.ascontiguousarray(wide[:, ::2]), 5)[0][0]
+    np.testing.assert_array_equal(top_k(q, wide[:, ::2], 5)[0], want)
+    np.testing.assert_array_equal(top_k(q.tolist(), wide[:, ::2].tolist(), 5)[0], want)
+    np.testing.assert_array_equal(top_k(q, np.asfortranarray(wide[:, ::2]), 5)[0], want)
 
 
 def reference_bm25(docs: list[list[str]], query: list[str], k1=1.5, b=0.75) -> list[float]:

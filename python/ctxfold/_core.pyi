@@ -90,7 +90,20 @@ def top_k(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.floating]]:
     """Indices and cosine scores of the ``k`` rows of ``X`` most similar to
     ``query``, best first (ties: lower index first). A 1-D query gives 1-D
-    results, a 2-D query one row per query. Fewer than ``k`` rows give all."""
+    results, a 2-D query one row per query. Fewer than ``k`` rows give all.
+
+    Scores keep the input's dtype (float32 or float64; ``query`` and ``X``
+    must agree; lists become float64): each is the cosine with its sums in
+    f64, clipped to [-1, 1] and rounded to that dtype; a zero row, or a zero
+    query, scores 0. ``X`` is read in place (no normalised copy, no score
+    matrix) with the GIL released: one pass takes each row's dot product and
+    norm together, row blocks in parallel, and keeps only the rows that a
+    proven error bound cannot rule out of the top k; those are rescored
+    exactly, so the ranking is that of the exact scores. Several queries go
+    through a blocked matrix product that reads ``X`` once. For rows already
+    unit length, ``top_k_normalized`` skips the norms. Non-finite values, a
+    dimension mismatch, other dtypes or a non-2-D input raise
+    ``InvalidInputError`` naming the argument."""
 
 def top_k_normalized(
     query: npt.ArrayLike,
@@ -109,7 +122,9 @@ def top_k_normalized(
     int8 codes (a quarter of the memory traffic); results are identical with
     or without it: each row's approximate score carries a proven error bound
     and every row whose bound reaches the k-th best lower bound is rescored
-    exactly. Non-finite values raise ``InvalidInputError`` naming the argument."""
+    exactly. Several queries go through one blocked matrix product that reads
+    ``X`` once (the sketch is checked but only a single query reads it).
+    Non-finite values raise ``InvalidInputError`` naming the argument."""
 
 def quantize_rows(X: npt.ArrayLike) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]:
     """The int8 sketch of float32 rows for ``top_k_normalized(..., sketch=)``:

@@ -1,11 +1,14 @@
 //! Cosine similarity matrices and top-k retrieval over embedding rows, plus a
 //! BM25 index (`bm25`) for the lexical half of relevance.
 //!
-//! Rows are L2-normalised once and multiplied with faer's parallel GEMM, the
-//! same work numpy's "normalise then matmul" does with BLAS. A zero row has
-//! similarity 0 with everything (never NaN), as in scikit-learn.
+//! For the matrices, rows are L2-normalised once and multiplied with faer's
+//! parallel GEMM, the same work numpy's "normalise then matmul" does with
+//! BLAS. Top-k never builds the matrix: `fused` reads the rows in place and
+//! keeps only candidates. A zero row has similarity 0 with everything (never
+//! NaN), as in scikit-learn.
 
 pub mod bm25;
+pub mod fused;
 pub mod normalized;
 
 pub use normalized::{quantize_rows, top_k_normalized, Sketch};
@@ -233,23 +236,10 @@ pub fn cosine_into<T: Real>(x: ArrayView2<T>, y: Option<ArrayView2<T>>, mut out:
 
 /// For each query row, the indices of the `k` rows of `x` most similar to it
 /// (cosine), best first, ties broken by the lower index; and their scores.
-/// Fewer than `k` rows give all of them.
-pub fn top_k<T: Real>(queries: ArrayView2<T>, x: ArrayView2<T>, k: usize) -> Result<(Array2<i64>, Array2<T>)> {
-    if queries.ncols() != x.ncols() {
-        return Err(Error::invalid("query", format!("has {} dimensions but X has {}", queries.ncols(), x.ncols())));
-    }
-    let sims = cosine(queries, Some(x))?;
-    let k = k.min(x.nrows());
-    let mut indices = Array2::<i64>::zeros((queries.nrows(), k));
-    let mut scores = Array2::<T>::from_elem((queries.nrows(), k), T::ZERO);
-    for (q, row) in sims.rows().into_iter().enumerate() {
-        let row = row.as_slice().unwrap_or(&[]);
-        for (slot, &i) in best_indices(row, k).iter().enumerate() {
-            indices[(q, slot)] = i as i64;
-            scores[(q, slot)] = row[i];
-        }
-    }
-    Ok((indices, scores))
+/// Fewer than `k` rows give all of them. Exact scores and the one-pass
+/// search: `fused::top_k_cosine`.
+pub fn top_k<T: normalized::Dot>(queries: ArrayView2<T>, x: ArrayView2<T>, k: usize) -> Result<(Array2<i64>, Array2<T>)> {
+    fused::top_k_cosine(queries, x, k)
 }
 
 /// Indices of the `k` largest values, best first, lower index on ties.

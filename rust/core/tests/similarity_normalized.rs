@@ -217,3 +217,53 @@ fn timing_100k_by_384() {
         println!("{name}: median {:.2} ms, min {:.2} ms", times[10], times[0]);
     }
 }
+
+#[test]
+fn several_queries_skip_masked_rows_and_report_the_first_bad_one() {
+    let mut rng = Rng(21);
+    let mut x = unit_rows(&mut rng, 20_000, 16);
+    let q = unit_rows(&mut rng, 4, 16);
+    x[(19_000, 3)] = f32::NAN;
+    x[(6_000, 1)] = f32::INFINITY;
+    let mut valid = Array1::from_elem(20_000, true);
+    valid[6_000] = false;
+    valid[19_000] = false;
+    // (No sketch: quantize_rows refuses non-finite rows, masked or not.)
+    let (idx, scores) = top_k_normalized(q.view(), x.view(), 10, Some(valid.view()), None).unwrap();
+    for (qi, qrow) in q.rows().into_iter().enumerate() {
+        let (want_idx, want_scores) = brute_force(qrow.as_slice().unwrap(), x.view(), 10, valid.as_slice());
+        assert_eq!(idx.row(qi).to_vec(), want_idx, "query {qi}");
+        assert_eq!(scores.row(qi).to_vec(), want_scores, "query {qi}");
+    }
+    valid[19_000] = true;
+    let (argument, message) = invalid_argument(top_k_normalized(q.view(), x.view(), 10, Some(valid.view()), None));
+    assert_eq!(argument, "X");
+    assert!(message.contains("X[19000, 3]"), "{message}");
+    valid[6_000] = true;
+    let (_, message) = invalid_argument(top_k_normalized(q.view(), x.view(), 10, Some(valid.view()), None));
+    assert!(message.contains("X[6000, 1]"), "{message}");
+}
+
+#[test]
+fn overflowing_products_are_rescored_not_dropped() {
+    // Not unit rows: dot products that overflow float32 have no usable
+    // bound and must still be ranked exactly (one query and the product).
+    let d = 384;
+    let mut x = Array2::<f32>::zeros((300, d));
+    for (i, mut row) in x.rows_mut().into_iter().enumerate() {
+        for (j, v) in row.iter_mut().enumerate() {
+            *v = if j < d / 2 { 2.0 } else { -2.0 };
+        }
+        row[d - 1] = -2.0 + 1e-3 * i as f32;
+    }
+    let q = Array2::<f32>::from_elem((3, d), 3e38);
+    for m in [1, 3] {
+        let qm = q.slice(ndarray::s![..m, ..]).to_owned();
+        let (idx, scores) = top_k_normalized(qm.view(), x.view(), 5, None, None).unwrap();
+        for (qi, qrow) in qm.rows().into_iter().enumerate() {
+            let (want_idx, want_scores) = brute_force(qrow.as_slice().unwrap(), x.view(), 5, None);
+            assert_eq!(idx.row(qi).to_vec(), want_idx, "m={m}, query {qi}");
+            assert_eq!(scores.row(qi).to_vec(), want_scores, "m={m}, query {qi}");
+        }
+    }
+}

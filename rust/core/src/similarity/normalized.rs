@@ -26,12 +26,15 @@ use std::collections::BinaryHeap;
 use ndarray::{Array2, ArrayView1, ArrayView2, CowArray, Ix2};
 use rayon::prelude::*;
 
-use super::Real;
+use super::{fused, Real};
 use crate::{Error, Result};
 
 /// Rows per unit of parallel work: large enough to amortise scheduling,
 /// small enough to balance two to eight workers over 100,000 rows.
-const BLOCK: usize = 2048;
+pub(super) const BLOCK: usize = 2048;
+/// With a sketch, from this many queries the blocked product replaces one
+/// sketched pass per query (each reads a quarter of the product's bytes).
+const SKETCH_PRODUCT_FROM: usize = 8;
 
 /// A float type the kernels accumulate in, with its unit roundoff.
 pub trait Dot: Real {
@@ -166,12 +169,16 @@ pub fn top_k_normalized<T: Dot>(
     let k = k.min(available);
     let mut indices = Array2::<i64>::zeros((queries.nrows(), k));
     let mut scores = Array2::<T>::from_elem((queries.nrows(), k), T::ZERO);
-    for (qi, query) in queries.rows().into_iter().enumerate() {
-        if k == 0 {
-            break;
-        }
-        let query = query.to_vec();
-        for (slot, (i, s)) in rows.search(&query, k)?.into_iter().enumerate() {
+    let product_from = if rows.sketch.is_some() { SKETCH_PRODUCT_FROM } else { fused::PRODUCT_FROM };
+    let results = if k == 0 {
+        Vec::new()
+    } else if queries.nrows() >= product_from {
+        rows.search_many(queries, k)?
+    } else {
+        queries.rows().into_iter().map(|q| rows.search(&q.to_vec(), k)).collect::<Result<Vec<_>>>()?
+    };
+    for (qi, best) in results.into_iter().enumerate() {
+        for (slot, (i, s)) in best.into_iter().enumerate() {
             indices[(qi, slot)] = i as i64;
             scores[(qi, slot)] = s;
         }
@@ -260,16 +267,43 @@ impl<T: Dot> Rows<'_, '_, T> {
                 },
             )
             .try_reduce(|| Pool::new(k), |a, b| Ok(a.merge(b)))?;
-        let floor = pool.floor();
         let mut scored = Vec::with_capacity(pool.candidates.len());
-        for &(i, upper) in &pool.candidates {
-            if upper >= floor {
-                scored.push((i, self.exact(q, i)?));
-            }
+        for i in pool.survivors() {
+            scored.push((i, self.exact(q, i)?));
         }
         scored.sort_unstable_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(Ordering::Equal).then(a.0.cmp(&b.0)));
         scored.truncate(k);
         Ok(scored)
+    }
+
+    /// Several queries at once through the blocked product (which reads each
+    /// row once for all of them; the sketch serves the one-query pass only).
+    fn search_many(&self, queries: ArrayView2<T>, k: usize) -> Result<Vec<Vec<(usize, T)>>> {
+        let (n, d) = (self.x.nrows(), self.d);
+        let qflat: Vec<T> = queries.iter().copied().collect();
+        let m = queries.nrows();
+        let norm = |q: &[T]| q.iter().map(|v| v.to_f64() * v.to_f64()).sum::<f64>().sqrt() * (1.0 + 1e-9);
+        let scorer = DotScorer {
+            valid: self.valid,
+            qnorms: qflat.chunks_exact(d).map(norm).collect(),
+            gamma: 2.5 * (d as f64 + 2.0) * T::UNIT_ROUNDOFF,
+            slack: 4.0 * T::UNIT_ROUNDOFF + 1e-12,
+        };
+        let flat = self.x.as_slice().unwrap_or(&[]);
+        let parallel = n * d * m >= 1 << 17;
+        let pools = fused::product(&qflat, m, flat, d, k, parallel, &scorer)
+            .map_err(|fused::NonFinite| fused::non_finite_error(flat, d, self.valid))?;
+        let mut results = Vec::with_capacity(m);
+        for (q, pool) in qflat.chunks_exact(d).zip(&pools) {
+            let mut scored = Vec::with_capacity(pool.candidates.len());
+            for i in pool.survivors() {
+                scored.push((i, self.exact(q, i)?));
+            }
+            scored.sort_unstable_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(Ordering::Equal).then(a.0.cmp(&b.0)));
+            scored.truncate(k);
+            results.push(scored);
+        }
+        Ok(results)
     }
 
     fn dense_block(&self, q: &[T], range: std::ops::Range<usize>, qnorm: f64, slack: f64, pool: &mut Pool) -> Result<()> {
@@ -295,8 +329,47 @@ impl<T: Dot> Rows<'_, '_, T> {
     }
 }
 
+/// The dot-product rule for the blocked product: `|dot - s| <= gamma |q|
+/// |x| + slack`, rows where `valid` is false skipped.
+struct DotScorer<'v> {
+    valid: Option<&'v [bool]>,
+    qnorms: Vec<f64>,
+    gamma: f64,
+    slack: f64,
+}
+
+impl<T: Dot> fused::Scorer<T> for DotScorer<'_> {
+    #[inline(always)]
+    fn row(&self, i: usize, norm2: f64) -> Option<(f64, f64)> {
+        (norm2.is_finite() && self.valid.is_none_or(|v| v[i])).then(|| (1.0, norm2.sqrt()))
+    }
+
+    #[inline(always)]
+    fn query(&self, j: usize, floor: f64) -> (f64, f64) {
+        // dot + eps >= floor, less a margin for the rounding of both sides.
+        (self.gamma * self.qnorms[j], floor - self.slack - 1e-9)
+    }
+
+    #[inline(always)]
+    fn offer(&self, j: usize, row: &[T], i: usize, dot: f64, norm2: f64, pool: &mut Pool) -> fused::Outcome {
+        if self.valid.is_some_and(|v| !v[i]) {
+            return Ok(());
+        }
+        if dot.is_finite() && norm2.is_finite() {
+            let eps = self.gamma * self.qnorms[j] * norm2.sqrt() + self.slack;
+            pool.offer(i, dot - eps, dot + eps);
+        } else if row.iter().any(|v| !v.is_finite()) {
+            return Err(fused::NonFinite);
+        } else {
+            // Finite but overflowing T: no usable bound, always rescore.
+            pool.offer(i, f64::NEG_INFINITY, f64::INFINITY);
+        }
+        Ok(())
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
-fn has_avx2_fma() -> bool {
+pub(super) fn has_avx2_fma() -> bool {
     std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
 }
 
@@ -326,25 +399,9 @@ fn dense_block_body<T: Dot, const FMA: bool>(q: &[T], flat: &[T], block: Block<'
         if block.valid.is_some_and(|v| !v[i]) {
             continue;
         }
+        // No software prefetch here: on float32 rows it slows this loop down.
         let row = &flat[i * d..(i + 1) * d];
-        #[cfg(target_arch = "x86_64")]
-        if FMA {
-            prefetch(flat, (i + PREFETCH_ROWS) * d, d);
-        }
-        #[cfg(target_arch = "x86_64")]
-        let (dot, norm2) = match (FMA, T::as_f32(q), T::as_f32(row)) {
-            // SAFETY: FMA is only true inside `dense_block_avx2`.
-            (true, Some(q), Some(row)) => unsafe { dense_dot_f32_avx2(q, row) },
-            _ => {
-                let (dot, norm2) = dense_dot::<T, FMA>(q, row);
-                (dot.to_f64(), norm2.to_f64())
-            }
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let (dot, norm2) = {
-            let (dot, norm2) = dense_dot::<T, FMA>(q, row);
-            (dot.to_f64(), norm2.to_f64())
-        };
+        let (dot, norm2) = dot_and_norm2::<T, FMA>(q, row);
         if dot.is_finite() && norm2.is_finite() {
             let eps = gamma * block.qnorm * norm2.sqrt() + block.slack;
             block.pool.offer(i, dot - eps, dot + eps);
@@ -353,6 +410,19 @@ fn dense_block_body<T: Dot, const FMA: bool>(q: &[T], flat: &[T], block: Block<'
         }
     }
     overflow
+}
+
+/// `dense_dot` as f64: the AVX2 kernel for f32 when `FMA` (which callers set
+/// only inside a function compiled with avx2 and fma), else the portable one.
+#[inline(always)]
+pub(super) fn dot_and_norm2<T: Dot, const FMA: bool>(q: &[T], row: &[T]) -> (f64, f64) {
+    #[cfg(target_arch = "x86_64")]
+    if let (true, Some(q), Some(row)) = (FMA, T::as_f32(q), T::as_f32(row)) {
+        // SAFETY: FMA is only true inside functions compiled for avx2 and fma.
+        return unsafe { dense_dot_f32_avx2(q, row) };
+    }
+    let (dot, norm2) = dense_dot::<T, FMA>(q, row);
+    (dot.to_f64(), norm2.to_f64())
 }
 
 /// The query as int16 for the sketch kernel: `codes[i] * scale` approximates
@@ -570,7 +640,7 @@ impl Ord for Key {
 /// One worker's state: the k largest lower bounds seen (their minimum is a
 /// floor that only rises) and the rows whose upper bound reached the floor
 /// when they were seen, pruned as the floor rises.
-struct Pool {
+pub(super) struct Pool {
     k: usize,
     lowers: BinaryHeap<Reverse<Key>>,
     candidates: Vec<(usize, f64)>,
@@ -578,12 +648,12 @@ struct Pool {
 }
 
 impl Pool {
-    fn new(k: usize) -> Self {
+    pub(super) fn new(k: usize) -> Self {
         let prune_at = 4 * k + 256;
         Pool { k, lowers: BinaryHeap::with_capacity(k + 1), candidates: Vec::with_capacity(prune_at), prune_at }
     }
 
-    fn floor(&self) -> f64 {
+    pub(super) fn floor(&self) -> f64 {
         match self.lowers.peek() {
             Some(Reverse(Key(v))) if self.lowers.len() >= self.k => *v,
             _ => f64::NEG_INFINITY,
@@ -591,7 +661,7 @@ impl Pool {
     }
 
     #[inline]
-    fn offer(&mut self, i: usize, lower: f64, upper: f64) {
+    pub(super) fn offer(&mut self, i: usize, lower: f64, upper: f64) {
         if upper < self.floor() {
             return;
         }
@@ -607,13 +677,19 @@ impl Pool {
         }
     }
 
+    /// The rows that may still be in the top k: each needs exact rescoring.
+    pub(super) fn survivors(&self) -> impl Iterator<Item = usize> + '_ {
+        let floor = self.floor();
+        self.candidates.iter().filter(move |c| c.1 >= floor).map(|c| c.0)
+    }
+
     fn prune(&mut self) {
         let floor = self.floor();
         self.candidates.retain(|c| c.1 >= floor);
         self.prune_at = (2 * self.candidates.len()).max(4 * self.k + 256);
     }
 
-    fn merge(mut self, other: Pool) -> Pool {
+    pub(super) fn merge(mut self, other: Pool) -> Pool {
         for Reverse(Key(v)) in other.lowers {
             if self.lowers.len() < self.k {
                 self.lowers.push(Reverse(Key(v)));
