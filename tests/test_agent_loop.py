@@ -273,3 +273,29 @@ def test_compacted_falls_back_to_no_markers_when_their_reserve_exceeds_the_room(
     res = ENGINES["compacted"].optimize(msgs, budget=60)
     assert res.tokens <= 60 and res.messages[-1]["content"] == "What came first?"
     assert any("gap markers" in w for w in res.report.warnings)
+
+
+def test_the_report_speaks_in_the_callers_sizes_and_groups_its_warnings() -> None:
+    calls = [{"id": f"c{k}", "type": "function", "function": {"name": "read_logs", "arguments": "{}"}} for k in range(30)]
+    msgs = [{"role": "user", "content": "Collect the logs."}]
+    for call in calls:
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        msgs.append({"role": "tool", "tool_call_id": call["id"], "content": f"log {call['id']} " + "status ok " * 1500})
+    msgs.append({"role": "user", "content": "Which log had an error?"})
+    res = ENGINES["optimal"].optimize(msgs, budget=6000)
+    for r, m in zip(res.items, msgs):
+        assert r.tokens_in == count_messages([m], encoding="cl100k_base") - 3
+    assert res.report.tokens_in == count_messages(msgs, encoding="cl100k_base")
+    assert len(res.report.warnings) <= 3 and any(w.startswith("30 tool result(s) over") for w in res.report.warnings)
+    assert res.report.to_text().splitlines()[1].startswith("current turn:")
+
+
+def test_anthropic_input_leaves_no_private_key_in_the_output() -> None:
+    msgs = [{"role": "user", "content": "Look it up.", "id": "u1"},
+            {"role": "assistant", "content": [{"type": "text", "text": "Searching."},
+                                              {"type": "tool_use", "id": "tu1", "name": "search", "input": {"q": "x"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu1", "content": "found it"}]},
+            {"role": "user", "content": "Thanks, and now?"}]
+    res = ENGINES["optimal"].optimize(msgs, budget=500)
+    assert all(set(m) <= {"role", "content", "name", "tool_calls", "tool_call_id"} for m in res.messages)
+    assert_openai(res.messages)
