@@ -102,8 +102,9 @@ def top_k(
     exactly, so the ranking is that of the exact scores. Several queries go
     through a blocked matrix product that reads ``X`` once. For rows already
     unit length, ``top_k_normalized`` skips the norms. Non-finite values, a
-    dimension mismatch, other dtypes or a non-2-D input raise
-    ``InvalidInputError`` naming the argument."""
+    dimension mismatch, other dtypes, a non-2-D ``X`` or a negative ``k``
+    raise ``InvalidInputError``, and a non-numeric argument or a non-int
+    ``k`` ``InvalidTypeError``, each naming the argument."""
 
 def top_k_normalized(
     query: npt.ArrayLike,
