@@ -148,9 +148,12 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
         duplicate check): score them against the scope's current search
         matrix now, outside the write lock; under it, `_similarities` then
         scores only the rows written in between. Skipped when the scores
-        would take more than a few MB."""
+        would take more than a few MB, and on PostgreSQL, where the check
+        runs before the scope's row is locked anyway."""
         local = self._local()
         local.presearch = None
+        if self.dialect != "sqlite":
+            return
         try:
             with self._read() as cur:
                 sid = self._scope_id(cur, scope, create=False)
@@ -349,6 +352,8 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
         if not prepared:
             return []
         vectors = self._vectors([m.content for m in prepared], embeddings, "embeddings")
+        if merge:
+            self._presearch(scope, vectors)
         with self._write() as cur:
             self._check_dim(cur, vectors.shape[1], "embeddings" if embeddings is not None else "embedder")
             sid = self._scope_id(cur, scope, create=True)
@@ -480,7 +485,7 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
         code = CATEGORY_CODES[m.category]
         candidates: list[tuple[float, str | int]] = []
         if matrix is not None and matrix.n:
-            sims = matrix.vectors @ vectors[i]
+            sims = self._similarities(matrix, vectors, i)
             sims[(matrix.categories != code) | (matrix.expires <= now)] = -np.inf
             above = np.flatnonzero(sims >= floor)
             if len(above) > CANDIDATES + len(gone):
@@ -679,7 +684,9 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
                         (sids[0], held_generation, generation),
                     ).fetchall()
                     return self._matrices.put(key, generation, self._with_rows(held, rows))
-            where, params = self._scope_filter(cur, scope)
+            # The ids in hand, not `_scope_filter`: inside the write that created the scope that would
+            # cache its id for other threads before the row is committed.
+            where, params = ("scope_id = ?", (sids[0],)) if scope.exact else self._scope_filter(cur, scope)
             sql = f"SELECT scope_id, id, category, expires_at, embedding FROM memories WHERE {where}"
             if cut is not None:
                 # Rows committed after the generation was read wait for the next catch-up.
