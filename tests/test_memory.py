@@ -143,6 +143,15 @@ def test_a_store_written_under_the_former_name_is_read(tmp_path) -> None:
         assert Path(s.location).name == "ctxfold-memory.db" and s.count(scope=U1) == 1
 
 
+def test_a_directory_with_two_former_stores_is_not_guessed(tmp_path) -> None:
+    for name in ("ctxengine-memory.db", "ctxother-memory.db"):
+        with SqliteStore(tmp_path / name) as s:
+            s.add(Memory(content=name), scope=U1)
+    with pytest.raises(StoreError, match="pass the path of the file to open"):
+        SqliteStore(tmp_path)
+    assert not (tmp_path / "ctxfold-memory.db").exists()
+
+
 def test_add_is_idempotent_and_add_many_is_one_batch(store) -> None:
     m = Memory(category="preference", content="Prefers answers in German", confidence=0.6)
     a, b = store.add(m, scope=U1), store.add(m, scope=U1)

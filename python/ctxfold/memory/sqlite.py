@@ -36,9 +36,25 @@ __all__ = ["DEFAULT_FILENAME", "SqliteStore"]
 
 #: The file used when `SqliteStore` is given a directory.
 DEFAULT_FILENAME = "ctxfold-memory.db"
-#: The same file as written before the package's rename; its schema is the same,
-#: so a directory holding only this file is opened in place rather than started empty.
-FORMER_FILENAME = "ctxengine-memory.db"
+#: Stores written before the package's rename sit beside it under the former
+#: package name; their schema is the same, so one is opened in place rather than
+#: a new, empty store started beside it.
+FORMER_PATTERN = "ctx*-memory.db"
+
+
+def _store_in(directory: Path) -> Path:
+    """The store file `SqliteStore` opens when given a directory."""
+    default = directory / DEFAULT_FILENAME
+    if default.exists():
+        return default
+    former = sorted(p for p in directory.glob(FORMER_PATTERN) if p.is_file())
+    if len(former) > 1:
+        raise StoreError(
+            f"cannot choose the memory store in {directory}: it holds no {DEFAULT_FILENAME} but "
+            f"{len(former)} stores written under other names ({', '.join(p.name for p in former)}). "
+            "Fix: pass the path of the file to open"
+        )
+    return former[0] if former else default
 
 
 class SqliteStore(SqlStore):
@@ -91,10 +107,7 @@ class SqliteStore(SqlStore):
         else:
             self.path = Path(path)
             if self.path.is_dir():
-                former = self.path / FORMER_FILENAME
-                self.path = self.path / DEFAULT_FILENAME
-                if not self.path.exists() and former.is_file():
-                    self.path = former
+                self.path = _store_in(self.path)
             self.location = str(self.path)
             target = str(self.path)
             if not self.path.parent.is_dir():
