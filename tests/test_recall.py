@@ -327,6 +327,39 @@ def test_evicted_originals_come_back_from_the_store(tmp_path) -> None:
             eng.restore("m-unknown")
 
 
+def test_engines_of_two_users_sharing_a_store_keep_apart(tmp_path) -> None:
+    from ctxfold.memory import Scope, SqliteStore
+
+    alice, bob = Scope(user_id="alice"), Scope(user_id="bob")
+    with SqliteStore(tmp_path / "agent.db") as store:
+        msgs = travel()
+        removed = _removed(engine(store=store, scope=alice, archive_bytes=0), msgs)
+        assert removed
+        later_alice = engine(store=store, scope=alice, archive_bytes=0)  # a new process of the same user
+        assert later_alice.restore(removed[0]) == next(m for r, m in zip(engine().optimize(msgs, budget=300).items, msgs)
+                                                      if r.id == removed[0])
+        for other in (engine(store=store, scope=bob, archive_bytes=0), engine(store=store, archive_bytes=0)):
+            with pytest.raises(InvalidInputError, match="not in the store either"):
+                other.restore(removed[0])
+            assert "Nothing is stored" in other.recall(openai_call(removed[0]))["content"]
+        assert store.memo_get(ARCHIVE_NAMESPACE, removed[0], scope=alice) is not None
+        assert store.memo_get(ARCHIVE_NAMESPACE, removed[0], scope=bob) is None
+        store.clear(alice)  # a user's data goes with their scope
+        assert store.memo_get(ARCHIVE_NAMESPACE, removed[0], scope=alice) is None
+
+
+def test_the_engine_scope_is_checked() -> None:
+    from ctxfold.memory import Scope, SqliteStore
+
+    with SqliteStore(":memory:") as store:
+        with pytest.raises(InvalidTypeError, match="scope"):
+            engine(store=store, scope="alice")
+        with pytest.raises(InvalidInputError, match="wide scope|exact"):
+            engine(store=store, scope=Scope.any(user_id="alice"))
+    with pytest.raises(InvalidInputError, match="scope: given without store="):
+        engine(scope=Scope(user_id="alice"))
+
+
 def test_an_original_the_store_cannot_encode_stays_in_memory(tmp_path) -> None:
     from ctxfold.memory import SqliteStore
 
@@ -365,7 +398,7 @@ def test_memo_set_many_writes_all_in_one_call(tmp_path) -> None:
         assert [store.memo_get("ns", k) for k in ("a", "b", ("k", 1))] == [{"x": [1, 2]}, "text", 3]
         store.memo_set_many("ns", {"a": 1})
         assert store.memo_get("ns", "a") == 1
-        with pytest.raises(InvalidInputError, match="values"):
+        with pytest.raises(InvalidTypeError, match="values"):
             store.memo_set_many("ns", {"c": object()})
         assert store.memo_get("ns", "c") is None
 

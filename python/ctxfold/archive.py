@@ -46,11 +46,12 @@ class Archive:
     bytes, `approx_bytes`), backed by `store` when given (anything with
     ``memo_get``/``memo_set``, as every `ctxfold.memory` store has).
 
-    A message larger than the whole bound is kept in the store only. The
-    same id archived again with other content replaces the earlier one (ids
-    are meant to be unique across the conversations an engine sees)."""
+    A message larger than the whole bound is kept in the store only, in
+    `scope` when given (one exact `ctxfold.memory.Scope`). The same id
+    archived again with other content replaces the earlier one (ids are meant
+    to be unique across the conversations an engine sees)."""
 
-    def __init__(self, max_bytes: int = DEFAULT_ARCHIVE_BYTES, store: Any = None) -> None:
+    def __init__(self, max_bytes: int = DEFAULT_ARCHIVE_BYTES, store: Any = None, scope: Any = None) -> None:
         self._memory: Lru[str, Any] = Lru(check_bytes(max_bytes, "archive_bytes"))
         if store is not None and not (callable(getattr(store, "memo_get", None)) and callable(getattr(store, "memo_set", None))):
             warnings.warn(
@@ -60,6 +61,8 @@ class Archive:
             )
             store = None
         self.store = store
+        # Only a scoped call passes scope=, so a duck-typed store without the keyword keeps working.
+        self._scoped: dict[str, Any] = {} if scope is None else {"scope": scope}
 
     @property
     def max_bytes(self) -> int:
@@ -90,7 +93,7 @@ class Archive:
                 continue
             stored = None
             if known is None and self.store is not None:
-                stored = self.store.memo_get(ARCHIVE_NAMESPACE, item_id)
+                stored = self.store.memo_get(ARCHIVE_NAMESPACE, item_id, **self._scoped)
             kept = copy.deepcopy(message)
             self._memory.put(item_id, kept, approx_bytes(kept) + approx_bytes(item_id) + ENTRY_OVERHEAD)
             if self.store is not None and stored != message:
@@ -106,7 +109,7 @@ class Archive:
     def _find(self, item_id: str) -> Any | None:
         found = self._memory.get(item_id)
         if found is None and self.store is not None:
-            found = self.store.memo_get(ARCHIVE_NAMESPACE, item_id)
+            found = self.store.memo_get(ARCHIVE_NAMESPACE, item_id, **self._scoped)
             if found is not None:
                 self._memory.put(item_id, found, approx_bytes(found) + approx_bytes(item_id) + ENTRY_OVERHEAD)
         return found
@@ -128,10 +131,10 @@ class Archive:
             return
         set_many = getattr(self.store, "memo_set_many", None)
         if callable(set_many):
-            set_many(ARCHIVE_NAMESPACE, storable)
+            set_many(ARCHIVE_NAMESPACE, storable, **self._scoped)
         else:
             for item_id, message in storable.items():
-                self.store.memo_set(ARCHIVE_NAMESPACE, item_id, message)
+                self.store.memo_set(ARCHIVE_NAMESPACE, item_id, message, **self._scoped)
 
 
 def tool_call_names(items: Sequence[Item]) -> dict[str, str]:

@@ -37,6 +37,19 @@ class HeadTailSummarizer(BaseSummarizer):
         return [head_tail(t, n, self.tokenizer) for t, n in zip(texts, targets)]
 
 
+def _store_scope(store: Any, scope: Any) -> Any:
+    """`scope` checked: one exact `Scope`, and only with a store to keep it in."""
+    if scope is None:
+        return None
+    from ctxfold.memory.scope import Scope, check_scope
+
+    if not isinstance(scope, Scope):
+        raise InvalidTypeError(f"scope: expected a ctxfold.memory.Scope, got {type(scope).__name__}")
+    if store is None:
+        raise InvalidInputError("scope: given without store=, so there is nothing to scope. Fix: pass store= too")
+    return check_scope(scope, write=True)
+
+
 class ContextEngine:
     """Fits an agent's messages into a token budget.
 
@@ -49,7 +62,10 @@ class ContextEngine:
     e.g. `SqliteStore("agent.db")`) keeps summaries and embeddings across
     processes, so a restarted agent does not recompute them, and keeps the
     originals of removed messages, so `restore` and `recall` work in a later
-    process.
+    process. `scope=` (a `ctxfold.memory.Scope`, every field given) is where
+    in the store the originals and summaries are kept: engines of different
+    users sharing one store pass each user's scope and never see each other's
+    (default ``Scope()``, shared by every engine that passes none).
 
     `archive_bytes` bounds the originals kept in memory (default 64 MiB;
     least recently archived first out, still found in the store when there
@@ -67,17 +83,20 @@ class ContextEngine:
         summarizer: Summarizer | None = None,
         embedder: Any = "static",
         store: Any = None,
+        scope: Any = None,
         archive_bytes: int = DEFAULT_ARCHIVE_BYTES,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
+        scope = _store_scope(store, scope)
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(model, encoding)
         self.config = config if config is not None else EngineConfig()
         self.summarizer = summarizer if summarizer is not None else _default_summarizer(self.tokenizer)
-        self.archive = Archive(archive_bytes, store=store)
+        self.archive = Archive(archive_bytes, store=store, scope=scope)
         self._embedder_spec = embedder
         self._embedder: Any = None
         self.store = store
-        self.cache = EngineCache(check_bytes(cache_bytes, "cache_bytes"), store=store)
+        self.scope = scope
+        self.cache = EngineCache(check_bytes(cache_bytes, "cache_bytes"), store=store, scope=scope)
 
     def optimize(
         self,

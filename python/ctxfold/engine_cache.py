@@ -296,9 +296,9 @@ class CachingEmbedder:
 class EngineCache:
     """The engine's caches, bounded together by `max_bytes` (approximate
     bytes of keys and values; the least recently used entry of any table
-    is evicted first)."""
+    is evicted first). Summaries persist in `store`, in `scope` when given."""
 
-    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES, store: Any = None) -> None:
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES, store: Any = None, scope: Any = None) -> None:
         self.pool = BytePool(max_bytes)
         pool = self.pool
         self.costs: Lru[bytes, int] = Lru(sizeof=_cost_bytes, pool=pool)
@@ -310,6 +310,7 @@ class EngineCache:
         self.structure: Lru[tuple[str, str | None, str], float] = Lru(sizeof=_structure_bytes, pool=pool)
         """Structure-layer score by (role, kind, text): independent of the query."""
         self.store = store
+        self._scoped: dict[str, Any] = {} if scope is None else {"scope": scope}
 
     @property
     def max_bytes(self) -> int:
@@ -360,7 +361,7 @@ class EngineCache:
     def summary(self, key: tuple[str, int]) -> str | None:
         found = self.summaries.get(key)
         if found is None and self.store is not None:
-            found = self.store.get_summary(*key)
+            found = self.store.get_summary(*key, **self._scoped)
             if found is not None:
                 self.summaries.put(key, found)
         return found
@@ -368,7 +369,7 @@ class EngineCache:
     def put_summary(self, key: tuple[str, int], text: str) -> None:
         self.summaries.put(key, text)
         if self.store is not None:
-            self.store.put_summary(*key, text)
+            self.store.put_summary(*key, text, **self._scoped)
 
     def clear(self) -> None:
         self.costs.clear()

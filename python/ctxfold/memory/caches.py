@@ -33,7 +33,8 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from ctxfold.errors import InvalidInputError, InvalidTypeError, StoreError
+from ctxfold.errors import InvalidInputError, InvalidTypeError
+from ctxfold.memory.checks import integer, positive_seconds, storable, text
 from ctxfold.memory.embedding import from_blobs, to_blob
 from ctxfold.memory.scope import Scope, check_scope
 
@@ -63,8 +64,7 @@ def _compaction_scope(conversation_id: Any, scope: Any, *, write: bool) -> Scope
     """The scope a conversation's summaries live in: ``scope`` (whose
     conversation must be ``conversation_id``; a wide one is narrowed to it) or
     ``Scope(conversation_id=conversation_id)``."""
-    if not isinstance(conversation_id, str):
-        raise InvalidTypeError(f"conversation_id: expected str, got {type(conversation_id).__name__}")
+    conversation_id = text(conversation_id, "conversation_id", column=True, key=write)
     if scope is None:
         return Scope(conversation_id=conversation_id)
     check_scope(scope, write=write)
@@ -104,12 +104,10 @@ class CachesMixin:
         """Keep the summary of messages ``start..end`` of a conversation at a
         compaction ``level`` (replacing one with the same key), in ``scope``
         (default ``Scope(conversation_id=conversation_id)``)."""
-        for name, value in (("start", start), ("end", end), ("level", level), ("tokens", tokens)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidInputError(f"{name}: must be an int >= 0, got {value!r}")
-        for name, value in (("content_hash", content_hash), ("summary", summary)):
-            if not isinstance(value, str):
-                raise InvalidTypeError(f"{name}: expected str, got {type(value).__name__}")
+        start, end, level, tokens = (integer(v, n) for v, n in
+                                     ((start, "start"), (end, "end"), (level, "level"), (tokens, "tokens")))
+        content_hash = text(content_hash, "content_hash", key=True)
+        summary = text(summary, "summary", column=True)
         target = _compaction_scope(conversation_id, scope, write=True)
         with self._write() as cur:  # type: ignore[attr-defined]
             sid = self._scope_id(cur, target, create=True)  # type: ignore[attr-defined]
@@ -126,6 +124,8 @@ class CachesMixin:
         self, conversation_id: str, start: int, end: int, level: int, content_hash: str, *, scope: Scope | None = None
     ) -> CompactionSummary | None:
         """The summary `put_compaction` kept under that key in ``scope`` (exact), or None."""
+        start, end, level = (integer(v, n) for v, n in ((start, "start"), (end, "end"), (level, "level")))
+        content_hash = text(content_hash, "content_hash", column=True)
         target = _exact(_compaction_scope(conversation_id, scope, write=False), "a compaction summary")
         with self._read() as cur:  # type: ignore[attr-defined]
             sid = self._scope_id(cur, target, create=False)  # type: ignore[attr-defined]
@@ -166,22 +166,22 @@ class CachesMixin:
         """The engine's summary cache: the summary of a text (by hash) at a
         level/target, in ``scope`` (default ``Scope()``)."""
         target = _exact(_default_scope(scope, write=False), "a summary")
-        found = self.get_compaction(target.conversation_id or "", 0, 0, int(level), content_hash, scope=target)
+        found = self.get_compaction(target.conversation_id or "", 0, 0, level, content_hash, scope=target)
         return None if found is None else found.summary
 
     def put_summary(
         self, content_hash: str, level: int, summary: str, tokens: int = 0, *, scope: Scope | None = None
     ) -> None:
         target = _default_scope(scope, write=True)
-        self.put_compaction(target.conversation_id or "", 0, 0, int(level), content_hash, summary, int(tokens),
-                            scope=target)
+        self.put_compaction(target.conversation_id or "", 0, 0, level, content_hash, summary, tokens, scope=target)
 
     # --- embeddings -----------------------------------------------------------------------
 
     def get_embeddings(self, hashes: Sequence[str], model: str) -> dict[str, npt.NDArray[np.float32]]:
         """The cached vectors of ``hashes`` for ``model`` (missing ones are absent)."""
         found: dict[str, npt.NDArray[np.float32]] = {}
-        keys = list(dict.fromkeys(hashes))
+        model = text(model, "model", column=True)
+        keys = list(dict.fromkeys(_hashes(hashes, write=False)))
         with self._read() as cur:  # type: ignore[attr-defined]
             for start in range(0, len(keys), _CHUNK):
                 chunk = keys[start : start + _CHUNK]
@@ -196,6 +196,8 @@ class CachesMixin:
 
     def put_embeddings(self, hashes: Sequence[str], model: str, vectors: npt.ArrayLike) -> None:
         """Cache one vector per hash for ``model`` (one transaction)."""
+        model = text(model, "model", key=True)
+        hashes = _hashes(hashes, write=True)
         array = np.asarray(vectors, dtype=np.float32)
         if array.ndim != 2 or len(array) != len(hashes):
             raise InvalidInputError(
@@ -203,6 +205,8 @@ class CachesMixin:
             )
         if not len(hashes):
             return
+        if not np.isfinite(array).all():
+            raise InvalidInputError("vectors: hold NaN or infinite values. Fix: cache only finite embeddings")
         with self._write() as cur:  # type: ignore[attr-defined]
             cur.executemany(
                 self._sql(  # type: ignore[attr-defined]
@@ -222,7 +226,8 @@ class CachesMixin:
         """The value cached under (namespace, key) in ``scope`` (default
         ``Scope()``), or ``default`` if absent or expired."""
         target = _exact(_default_scope(scope, write=False), "a memo value")
-        memo_key = _memo_key(key)
+        namespace = text(namespace, "namespace", column=True)
+        memo_key = _memo_key(key, write=False)
         with self._read() as cur:  # type: ignore[attr-defined]
             sid = self._scope_id(cur, target, create=False)  # type: ignore[attr-defined]
             row = None if sid is None else self._x(  # type: ignore[attr-defined]
@@ -236,24 +241,24 @@ class CachesMixin:
     def memo_set(self, namespace: str, key: Any, value: Any, *, ttl: float | None = None, scope: Scope | None = None) -> None:
         """Cache ``value`` in ``scope`` (default ``Scope()``) for ``ttl`` seconds
         (``None``: until replaced or purged)."""
-        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or math.isnan(ttl) or ttl <= 0):
-            raise InvalidInputError(f"ttl: must be a positive number of seconds or None, got {ttl!r}")
+        ttl = None if ttl is None else positive_seconds(ttl, "ttl")
         target = _default_scope(scope, write=True)
-        try:
-            blob = _encode(value)
-        except (TypeError, msgspec.EncodeError) as e:
-            raise InvalidInputError(f"value: cannot be cached ({e}); use str, numbers, lists, dicts or bytes") from e
+        namespace = text(namespace, "namespace", key=True)
+        row_key = _memo_key(key, write=True)
+        blob = _encode(storable(value, "value"))
         now = time.time()
         expires = None if ttl is None or math.isinf(ttl) else now + ttl
-        self._memo_write(target, [(namespace, _memo_key(key), blob, now, expires)])
+        self._memo_write(target, [(namespace, row_key, blob, now, expires)])
 
     def memo_set_many(self, namespace: str, values: Mapping[Any, Any], *, scope: Scope | None = None) -> None:
         """`memo_set` (no TTL) for each key and value of ``values``, in one transaction."""
         target = _default_scope(scope, write=True)
-        try:
-            rows = [(namespace, _memo_key(k), _encode(v), time.time(), None) for k, v in values.items()]
-        except (TypeError, msgspec.EncodeError) as e:
-            raise InvalidInputError(f"values: cannot be cached ({e}); use str, numbers, lists, dicts or bytes") from e
+        namespace = text(namespace, "namespace", key=True)
+        if not isinstance(values, Mapping):
+            raise InvalidTypeError(f"values: expected a dict of key to value, got {type(values).__name__}")
+        now = time.time()
+        rows = [(namespace, _memo_key(k, write=True), _encode(storable(v, f"values[{k!r}]")), now, None)
+                for k, v in values.items()]
         if rows:
             self._memo_write(target, rows)
 
@@ -274,6 +279,7 @@ class CachesMixin:
         scope (they can no longer be read); ``memo_purge(namespace)``: all of
         ``namespace`` in ``scope`` (default ``Scope()``; a wide scope: in every
         scope it covers); ``memo_purge(scope=...)``: the expired ones of ``scope``."""
+        namespace = text(namespace, "namespace", column=True, optional=True)
         with self._write() as cur:  # type: ignore[attr-defined]
             if namespace is None and scope is None:
                 rows = self._x(cur, "DELETE FROM memo WHERE expires_at <= ? RETURNING key", (time.time(),))  # type: ignore[attr-defined]
@@ -288,6 +294,8 @@ class CachesMixin:
     def memoize(self, namespace: str, *, ttl: float | None = None, scope: Scope | None = None) -> Callable[[F], F]:
         """A decorator caching a function's results in the store (in ``scope``) by its arguments."""
         target = _default_scope(scope, write=True)
+        namespace = text(namespace, "namespace", key=True)
+        ttl = None if ttl is None else positive_seconds(ttl, "ttl")
 
         def decorate(fn: F) -> F:
             @functools.wraps(fn)
@@ -305,14 +313,21 @@ class CachesMixin:
         return decorate
 
 
-def _memo_key(key: Any) -> str:
+def _memo_key(key: Any, *, write: bool) -> str:
+    """A memo key as stored: a str as it is, anything else by the hash of its JSON."""
     if isinstance(key, str):
-        return key
+        return text(key, "key", column=True, key=write)
     try:
-        raw = msgspec.json.encode(key, order="deterministic")
+        raw = msgspec.json.encode(storable(key, "key"), order="deterministic")
     except (TypeError, msgspec.EncodeError) as e:
-        raise InvalidInputError(f"key: cannot be used as a cache key ({e}); use a str or JSON-like value") from e
+        raise InvalidTypeError(f"key: cannot be used as a cache key ({e}). Fix: use a str or a JSON-like value") from e
     return "h:" + hashlib.blake2b(raw, digest_size=16).hexdigest()
+
+
+def _hashes(hashes: Any, *, write: bool) -> list[str]:
+    if isinstance(hashes, (str, bytes)) or not isinstance(hashes, Sequence):
+        raise InvalidTypeError(f"hashes: expected a list of str, got {type(hashes).__name__}")
+    return [text(h, f"hashes[{i}]", column=True, key=write) for i, h in enumerate(hashes)]
 
 
 class StoreEmbeddingCache:
@@ -320,7 +335,8 @@ class StoreEmbeddingCache:
 
     def __init__(self, store: Any, model: str) -> None:
         if not isinstance(model, str) or not model:
-            raise StoreError("model: pass the name of the embedding model the vectors come from")
+            raise InvalidInputError("model: pass the name of the embedding model the vectors come from")
+        text(model, "model", key=True)
         self.store = store
         self.model = model
 

@@ -38,6 +38,7 @@ __all__ = [
     "positive_seconds",
     "text",
     "text_list",
+    "storable",
     "unit_interval",
 ]
 
@@ -160,6 +161,11 @@ def metadata(value: Any, argument: str) -> dict[str, Any]:
             )
         out[text(k, f"{argument} key {k!r}")] = _plain(v, f"{argument}[{k!r}]", 1)
     return out
+
+
+def storable(value: Any, argument: str) -> Any:
+    """`value` made storable as `metadata` makes a dict's values (cached values)."""
+    return _plain(value, argument, 1)
 
 
 def _plain(value: Any, where: str, depth: int) -> Any:
