@@ -1,5 +1,6 @@
 """What the framework adapters share: importing a framework with a helpful
-error, the engine an adapter uses, ids for the engine's input, and which
+error, the engine and options an adapter fits with, the OpenAI-style content
+and tool calls the engine reads, ids for the engine's input, and which
 message of the engine's output came from which input message."""
 
 from __future__ import annotations
@@ -24,9 +25,13 @@ __all__ = [
     "check_budget",
     "check_query",
     "check_marker_role",
+    "parts_content",
+    "tool_call",
+    "tool_call_arguments",
     "assign_ids",
     "Fitted",
     "fit_dicts",
+    "Fitter",
     "MARKER_ROLES",
 ]
 
@@ -99,6 +104,31 @@ def check_marker_role(role: Any) -> str:
     if role not in MARKER_ROLES:
         raise InvalidInputError(f"marker_role: use 'user' or 'system', got {role!r}")
     return str(role)
+
+
+def parts_content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """A message's content as the engine takes it: one string when every part
+    is text (what it can summarise), otherwise the text and image parts."""
+    if any(p["type"] != "text" for p in parts):
+        return parts
+    return "\n".join(p["text"] for p in parts)
+
+
+def tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    """An OpenAI tool call (`arguments`: JSON text), the form the engine reads."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def tool_call_arguments(call: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The name and the arguments, as a dict, of an OpenAI tool call in the
+    engine's output; arguments that are not a JSON object come back under
+    ``"arguments"``."""
+    function = call.get("function") or {}
+    try:
+        args = json.loads(function.get("arguments") or "{}")
+    except json.JSONDecodeError:
+        args = {"arguments": function.get("arguments")}
+    return function.get("name", ""), args if isinstance(args, dict) else {"arguments": args}
 
 
 _encode = msgspec.json.Encoder(order="deterministic").encode
@@ -192,3 +222,30 @@ def fit_dicts(
             continue
         out.append(Fitted(m, None, "new", None))
     return result, out
+
+
+class Fitter:
+    """The engine, budget and options an adapter fits with, checked when the
+    adapter is made, and the engine's `ContextResult` of its latest fit."""
+
+    def __init__(
+        self,
+        budget: int | None,
+        model: str | None,
+        encoding: str | None,
+        engine: Any,
+        query: str | None,
+        marker_role: str = "user",
+    ) -> None:
+        self.budget = check_budget(budget)
+        self.engine = resolve_engine(engine, model, encoding)
+        self.query = check_query(query)
+        self.marker_role = check_marker_role(marker_role)
+        self.last_result: Any = None
+
+    def fit_openai_dicts(self, messages: list[dict[str, Any]], given_ids: Sequence[Any]) -> list[Fitted]:
+        """`messages` (OpenAI-style dicts, given ids by `assign_ids`) fitted,
+        each output message with the input message it came from."""
+        assign_ids(messages, given_ids)
+        self.last_result, fitted = fit_dicts(self.engine, messages, self.budget, self.query)
+        return fitted

@@ -44,12 +44,13 @@ from ctxfold.errors import InvalidInputError, InvalidTypeError
 from ctxfold.tokens import REPLY_PRIMING
 from ctxfold.integrations._common import (
     Fitted,
+    Fitter,
     assign_ids,
-    check_budget,
-    check_query,
     fit_dicts,
+    parts_content,
     require,
-    resolve_engine,
+    tool_call,
+    tool_call_arguments,
 )
 
 require("anthropic", "anthropic", "ctxfold.integrations.anthropic")
@@ -97,9 +98,7 @@ def _text_parts(blocks: Sequence[tuple[int, Mapping[str, Any]]]) -> Any:
             continue
         else:
             parts.append({"type": "text", "text": _block_text(b)})
-    if any(p["type"] != "text" for p in parts):
-        return parts
-    return "\n".join(p["text"] for p in parts)
+    return parts_content(parts)
 
 
 def _block_text(block: Mapping[str, Any]) -> str:
@@ -149,9 +148,8 @@ def _units(messages: Sequence[Any]) -> list[_Unit]:
         blocks = [(j, _read(b, f"{where}['content'][{j}]")) for j, b in enumerate(content)]
         if role == "assistant":
             calls = [
-                {"id": str(b.get("id")), "type": "function",
-                 "function": {"name": str(b.get("name", "")),
-                              "arguments": json.dumps(b.get("input", {}), ensure_ascii=False, default=str)}}
+                tool_call(str(b.get("id")), str(b.get("name", "")),
+                          json.dumps(b.get("input", {}), ensure_ascii=False, default=str))
                 for _, b in blocks if b.get("type") == "tool_use"
             ]
             text = _text_parts(blocks)
@@ -195,7 +193,7 @@ def _cache_control(block: Mapping[str, Any]) -> Any:
     return cc
 
 
-class MessageFitter:
+class MessageFitter(Fitter):
     """Fits Anthropic messages, keeping the engine and the last result:
 
         fitter = MessageFitter(budget=8000)
@@ -216,10 +214,7 @@ class MessageFitter:
         engine: Any = None,
         query: str | None = None,
     ) -> None:
-        self.budget = check_budget(budget)
-        self.engine = resolve_engine(engine, model, encoding)
-        self.query = check_query(query)
-        self.last_result: Any = None
+        super().__init__(budget, model, encoding, engine, query)
 
     def fit(self, messages: Sequence[Any], system: Any = None) -> tuple[Any, list[dict[str, Any]]]:
         """``(system, messages)`` fitted into the budget (see the module's docstring)."""
@@ -311,13 +306,8 @@ def _new_pieces(message: Mapping[str, Any]) -> list[tuple[str, _Piece]]:
     side = "assistant" if role == "assistant" else "user"
     out = [(side, _Piece({"type": "text", "text": text}, None, False))] if text.strip() else []
     for call in message.get("tool_calls") or ():
-        function = call.get("function") or {}
-        try:
-            args = json.loads(function.get("arguments") or "{}")
-        except json.JSONDecodeError:
-            args = {"arguments": function.get("arguments")}
-        use = {"type": "tool_use", "id": call.get("id"), "name": function.get("name", ""),
-               "input": args if isinstance(args, dict) else {"arguments": args}}
+        name, args = tool_call_arguments(call)
+        use = {"type": "tool_use", "id": call.get("id"), "name": name, "input": args}
         out.append(("assistant", _Piece(use, None, False)))
     return out
 

@@ -42,13 +42,11 @@ from typing import Any
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 from ctxfold.integrations._common import (
     Fitted,
-    assign_ids,
-    check_budget,
-    check_marker_role,
-    check_query,
-    fit_dicts,
+    Fitter,
+    parts_content,
     require,
-    resolve_engine,
+    tool_call,
+    tool_call_arguments,
 )
 
 require("langchain_core", "langchain-core", "ctxfold.integrations.langchain")
@@ -123,11 +121,7 @@ def _call(call: Any, where: str) -> dict[str, Any]:
         )
     args = call.get("args")
     arguments = args if isinstance(args, str) else json.dumps(args or {}, ensure_ascii=False)
-    return {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": str(call.get("name") or ""), "arguments": arguments},
-    }
+    return tool_call(call_id, str(call.get("name") or ""), arguments)
 
 
 def _content(content: Any, where: str) -> Any:
@@ -157,9 +151,7 @@ def _content(content: Any, where: str) -> Any:
             parts.append({"type": "image_url", "image_url": {"url": _image_url(block)}})
         else:
             parts.append({"type": "text", "text": _caption(block)})
-    if any(p["type"] != "text" for p in parts):
-        return parts
-    return "\n".join(p["text"] for p in parts)
+    return parts_content(parts)
 
 
 def _image_url(block: dict[str, Any]) -> str:
@@ -189,33 +181,15 @@ def _messages(messages: Any) -> list[BaseMessage]:
         raise InvalidInputError(f"messages: not a list of LangChain messages or message-likes: {e}") from e
 
 
-class _Fitter:
-    """The engine, budget and options an adapter fits with."""
-
-    def __init__(
-        self,
-        budget: int | None,
-        model: str | None,
-        encoding: str | None,
-        engine: Any,
-        query: str | None,
-        marker_role: str,
-    ) -> None:
-        self.budget = check_budget(budget)
-        self.engine = resolve_engine(engine, model, encoding)
-        self.query = check_query(query)
-        self.marker_role = check_marker_role(marker_role)
-        self.last_result: Any = None
+class _Fitter(Fitter):
+    """Fits `BaseMessage` lists."""
 
     def fit(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """`messages` fitted: kept ones are the same objects."""
         messages = list(messages)
         if not messages:
             return []
-        dicts = to_openai_dicts(messages)
-        assign_ids(dicts, [m.id for m in messages])
-        result, fitted = fit_dicts(self.engine, dicts, self.budget, self.query)
-        self.last_result = result
+        fitted = self.fit_openai_dicts(to_openai_dicts(messages), [m.id for m in messages])
         return [self._back(f, messages) for f in fitted]
 
     def _back(self, f: Fitted, originals: list[BaseMessage]) -> BaseMessage:
@@ -243,13 +217,8 @@ class _Fitter:
 def _calls_back(calls: Any) -> list[dict[str, Any]]:
     out = []
     for call in calls or ():
-        function = call.get("function") or {}
-        try:
-            args = json.loads(function.get("arguments") or "{}")
-        except json.JSONDecodeError:
-            args = {"arguments": function.get("arguments")}
-        out.append({"name": function.get("name", ""), "args": args if isinstance(args, dict) else {"arguments": args},
-                    "id": call.get("id"), "type": "tool_call"})
+        name, args = tool_call_arguments(call)
+        out.append({"name": name, "args": args, "id": call.get("id"), "type": "tool_call"})
     return out
 
 

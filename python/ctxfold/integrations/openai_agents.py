@@ -34,16 +34,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxfold.errors import InvalidInputError, InvalidTypeError
-from ctxfold.integrations._common import (
-    Fitted,
-    assign_ids,
-    check_budget,
-    check_marker_role,
-    check_query,
-    fit_dicts,
-    require,
-    resolve_engine,
-)
+from ctxfold.integrations._common import Fitted, Fitter, parts_content, require, tool_call
 
 require("agents", "openai-agents", "ctxfold.integrations.openai_agents")
 
@@ -94,9 +85,7 @@ def _parts_text(content: Any) -> Any:
         else:
             name = part.get("filename") or part.get("file_id") or ""
             parts.append({"type": "text", "text": f"[{kind} {name}]".replace(" ]", "]")})
-    if any(p["type"] != "text" for p in parts):
-        return parts
-    return "\n".join(p["text"] for p in parts)
+    return parts_content(parts)
 
 
 def _opaque_text(item: Mapping[str, Any]) -> str:
@@ -170,12 +159,8 @@ def _calls(items: Sequence[Mapping[str, Any]], start: int) -> tuple[list[dict[st
             if not isinstance(call_id, str) or not call_id:
                 raise InvalidInputError(f"items[{k}]: a function_call needs a 'call_id'")
             arguments = item.get("arguments")
-            calls.append({
-                "id": call_id,
-                "type": "function",
-                "function": {"name": str(item.get("name") or ""),
-                             "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments or {})},
-            })
+            arguments = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
+            calls.append(tool_call(call_id, str(item.get("name") or ""), arguments))
         members.append(k)
         k += 1
     while members and _kind(items[members[-1]]) == "reasoning":
@@ -216,15 +201,8 @@ def _new_item(message: Mapping[str, Any], marker_role: str) -> list[dict[str, An
     return [{"role": role if role in _MESSAGE_ROLES else "user", "content": text}]
 
 
-class _ItemFitter:
-    def __init__(
-        self, budget: int | None, model: str | None, encoding: str | None, engine: Any, query: str | None, marker_role: str
-    ) -> None:
-        self.budget = check_budget(budget)
-        self.engine = resolve_engine(engine, model, encoding)
-        self.query = check_query(query)
-        self.marker_role = check_marker_role(marker_role)
-        self.last_result: Any = None
+class _ItemFitter(Fitter):
+    """Fits lists of Responses input items."""
 
     def fit(self, items: Sequence[Any]) -> list[Any]:
         if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
@@ -233,10 +211,7 @@ class _ItemFitter:
         if not items:
             return []
         units = _units(items)
-        dicts = [dict(u.message) for u in units]
-        assign_ids(dicts, [_unit_id(items, u) for u in units])
-        result, fitted = fit_dicts(self.engine, dicts, self.budget, self.query)
-        self.last_result = result
+        fitted = self.fit_openai_dicts([dict(u.message) for u in units], [_unit_id(items, u) for u in units])
         out: list[Any] = []
         for f in fitted:
             out += self._back(f, units, items)
