@@ -3,7 +3,7 @@
 `FitContext` is agent middleware: before each model call it fits the system
 prompt and the messages into the budget; the agent's state keeps them all.
 Runs offline: the chat model is a fake that answers from a script and
-records what it was sent.
+records what it was sent (scripted_chat_model.py, next to this file).
 
     python examples/langchain_agent.py
 """
@@ -13,29 +13,15 @@ from __future__ import annotations
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, convert_to_openai_messages
 from langchain_core.tools import tool
-from pydantic import Field
 
 import ctxfold
 from ctxfold.integrations.langchain import FitContext
+from scripted_chat_model import ScriptedChatModel
 
 BUDGET = 2000
 SYSTEM = "You are a travel assistant. Use the weather tool for forecasts."
-
-
-class ScriptedModel(GenericFakeChatModel):
-    """Answers from `messages` in turn and records every prompt it gets."""
-
-    prompts: list[list[Any]] = Field(default_factory=list)
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
-        self.prompts.append(list(messages))
-        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
-
-    def bind_tools(self, tools, **kwargs):  # type: ignore[no-untyped-def]
-        return self
 
 
 @tool
@@ -59,7 +45,7 @@ def history(turns: int) -> list[Any]:
 
 
 def main() -> None:
-    model = ScriptedModel(messages=iter([
+    model = ScriptedChatModel(messages=iter([
         AIMessage("", tool_calls=[{"id": "call_oslo", "name": "weather", "args": {"city": "Oslo"}}]),
         AIMessage("Oslo will be sunny at 21 C: pack a light jacket for the wind."),
     ]))

@@ -2,7 +2,8 @@
 where `trim_messages` would go: the history is fitted by value (the engine
 keeps, shortens or drops each message), not cut by position.
 
-Runs offline: the chat model is a fake that records what it was sent.
+Runs offline: the chat model is a fake that records what it was sent
+(scripted_chat_model.py, next to this file).
 
     python examples/langchain_chain.py
 """
@@ -11,23 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, convert_to_openai_messages
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
-from pydantic import Field
 
 import ctxfold
 from ctxfold.integrations.langchain import fit_messages
+from scripted_chat_model import ScriptedChatModel
 
 BUDGET = 1500
-
-
-class RecordingModel(GenericFakeChatModel):
-    prompts: list[list[Any]] = Field(default_factory=list)
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
-        self.prompts.append(list(messages))
-        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
 
 
 def history() -> list[Any]:
@@ -55,7 +47,7 @@ def main() -> None:
         MessagesPlaceholder("history"),
         ("human", "{question}"),
     ])
-    model = RecordingModel(messages=iter(["Order #1007 is due on day 8."]))
+    model = ScriptedChatModel(messages=iter(["Order #1007 is due on day 8."]))
     chain = prompt | fit_messages(budget=BUDGET) | model
 
     past = history()

@@ -6,7 +6,8 @@ place of the state's messages; the graph's state keeps them all. The second
 half builds the same thing by hand: a graph whose model node reads
 ``llm_input_messages``.
 
-Runs offline: the chat model is a fake that records what it was sent.
+Runs offline: the chat model is a fake that records what it was sent
+(scripted_chat_model.py, next to this file).
 
     python examples/langgraph_agent.py
 """
@@ -16,29 +17,17 @@ from __future__ import annotations
 import warnings
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage, convert_to_openai_messages
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from pydantic import Field
 
 import ctxfold
 from ctxfold.integrations.langgraph import PreModelHook
+from scripted_chat_model import ScriptedChatModel
 
 BUDGET = 2000
 PROMPT = "You are a support agent for a bike shop. Look orders up with the orders tool."
-
-
-class ScriptedModel(GenericFakeChatModel):
-    prompts: list[list[Any]] = Field(default_factory=list)
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
-        self.prompts.append(list(messages))
-        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
-
-    def bind_tools(self, tools, **kwargs):  # type: ignore[no-untyped-def]
-        return self
 
 
 @tool
@@ -70,7 +59,7 @@ def react_agent(past: list[Any]) -> None:
         warnings.simplefilter("ignore", DeprecationWarning)
         from langgraph.prebuilt import create_react_agent
 
-        model = ScriptedModel(messages=iter([
+        model = ScriptedChatModel(messages=iter([
             AIMessage("", tool_calls=[{"id": "call_new", "name": "orders", "args": {"order_id": 777}}]),
             AIMessage("Order 777 has shipped and arrives on Thursday."),
         ]))
@@ -89,15 +78,22 @@ class State(TypedDict):
     llm_input_messages: Annotated[list[AnyMessage], lambda old, new: new]
 
 
-def own_graph(past: list[Any]) -> None:
-    model = ScriptedModel(messages=iter(["Your saddle was in order 502; it was delivered."]))
+def fitted_graph(model: Any, hook: PreModelHook) -> Any:
+    """A graph of your own: the hook's node, then a model node that reads
+    ``llm_input_messages``."""
     graph = StateGraph(State)
-    graph.add_node("fit", PreModelHook(budget=BUDGET))
+    graph.add_node("fit", hook)
     graph.add_node("model", lambda state: {"messages": [model.invoke(state["llm_input_messages"])]})
     graph.add_edge(START, "fit")
     graph.add_edge("fit", "model")
     graph.add_edge("model", END)
-    state = graph.compile().invoke({"messages": [*past, HumanMessage("Which order had the saddle?")]})
+    return graph.compile()
+
+
+def own_graph(past: list[Any]) -> None:
+    model = ScriptedChatModel(messages=iter(["Your saddle was in order 502; it was delivered."]))
+    graph = fitted_graph(model, PreModelHook(budget=BUDGET))
+    state = graph.invoke({"messages": [*past, HumanMessage("Which order had the saddle?")]})
     seen = model.prompts[-1]
     print(f"own graph: model saw {len(seen)} messages, {tokens(seen)} tokens; state holds {len(state['messages'])}")
     assert tokens(seen) <= BUDGET and len(state["messages"]) == len(past) + 2

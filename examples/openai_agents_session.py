@@ -4,7 +4,8 @@
 in-memory `SQLiteSession`): the runner reads the history through it, fitted
 into the budget, and writes the new items through it, so the store keeps
 everything. Runs offline: the model is a fake implementing the SDK's `Model`
-interface that records the input it was given.
+interface that records the input it was given (scripted_agents_model.py,
+next to this file).
 
     python examples/openai_agents_session.py
 """
@@ -16,35 +17,12 @@ import json
 from typing import Any
 
 from agents import Agent, Runner, SQLiteSession, function_tool, set_tracing_disabled
-from agents.items import ModelResponse
-from agents.models.interface import Model
-from agents.usage import Usage
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+from openai.types.responses import ResponseFunctionToolCall
 
 from ctxfold.integrations.openai_agents import FitSession
+from scripted_agents_model import ScriptedModel, reply
 
 BUDGET = 2000
-
-
-class ScriptedModel(Model):
-    """Returns the scripted outputs in turn; records each input."""
-
-    def __init__(self, outputs: list[Any]) -> None:
-        self.outputs = list(outputs)
-        self.inputs: list[list[dict[str, Any]]] = []
-
-    async def get_response(self, system_instructions, input, model_settings, tools, output_schema, handoffs,  # type: ignore[no-untyped-def]
-                           tracing, *, previous_response_id=None, conversation_id=None, prompt=None, **kwargs):
-        self.inputs.append([dict(item) for item in input] if not isinstance(input, str) else [{"role": "user", "content": input}])
-        return ModelResponse(output=[self.outputs.pop(0)], usage=Usage(), response_id=None)
-
-    def stream_response(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        raise NotImplementedError("ScriptedModel does not stream; this example uses Runner.run")
-
-
-def reply(text: str, n: int) -> ResponseOutputMessage:
-    return ResponseOutputMessage(id=f"msg_{n}", type="message", role="assistant", status="completed",
-                                 content=[ResponseOutputText(type="output_text", text=text, annotations=[])])
 
 
 @function_tool
@@ -68,16 +46,21 @@ def history(turns: int) -> list[dict[str, Any]]:
     return items
 
 
+def reorder_check_model(answer: str) -> ScriptedModel:
+    """A model that looks up the stock of P-7, then answers `answer`."""
+    return ScriptedModel([
+        ResponseFunctionToolCall(type="function_call", id="fc_new", call_id="call_new", name="stock",
+                                 arguments=json.dumps({"item": "P-7"})),
+        reply(answer, 999),
+    ])
+
+
 async def main() -> None:
     set_tracing_disabled(True)
     store = SQLiteSession("warehouse-chat")
     past = history(50)
     await store.add_items(past)
-    model = ScriptedModel([
-        ResponseFunctionToolCall(type="function_call", id="fc_new", call_id="call_new", name="stock",
-                                 arguments=json.dumps({"item": "P-7"})),
-        reply("We have 12 units of P-7, above its reorder point.", 999),
-    ])
+    model = reorder_check_model("We have 12 units of P-7, above its reorder point.")
     agent = Agent(name="warehouse", instructions="You answer stock questions.", model=model, tools=[stock])
     session = FitSession(store, budget=BUDGET)
 

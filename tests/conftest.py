@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 from hypothesis import settings
+
+# The tests run the examples and share their offline fake models (examples/scripted_*.py).
+sys.path.append(str(Path(__file__).resolve().parent.parent / "examples"))
 
 # `pytest --hypothesis-profile=fuzz`: the long run of the property tests that
 # read their example count from the profile (the engine's agent-loop promises).

@@ -20,7 +20,6 @@ pytest.importorskip("openai", reason="needs the openai SDK (dev extras)")
 pytest.importorskip("anthropic", reason="needs the anthropic SDK (dev extras)")
 
 from langchain.agents import create_agent  # noqa: E402
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
 from langchain_core.messages import (  # noqa: E402
     AIMessage,
     HumanMessage,
@@ -30,7 +29,7 @@ from langchain_core.messages import (  # noqa: E402
 )
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder  # noqa: E402
 from langchain_core.tools import tool  # noqa: E402
-from pydantic import Field  # noqa: E402
+from scripted_chat_model import ScriptedChatModel  # noqa: E402
 from sdk_checks import assert_openai  # noqa: E402
 
 import ctxfold  # noqa: E402
@@ -42,23 +41,18 @@ from ctxfold.integrations.langchain import FitContext, fit_messages, to_openai_d
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-class RecordingModel(GenericFakeChatModel):
-    """A scripted chat model that records every prompt it is sent."""
-
-    prompts: list[list[Any]] = Field(default_factory=list)
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
-        self.prompts.append(list(messages))
-        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
-
-    def bind_tools(self, tools, **kwargs):  # type: ignore[no-untyped-def]
-        return self
-
-
 @tool
 def weather(city: str) -> str:
     """Forecast for a city."""
     return f"{city}: sunny, 21 C"
+
+
+def oslo_model() -> ScriptedChatModel:
+    """A model that calls the weather tool for Oslo, then answers."""
+    return ScriptedChatModel(messages=iter([
+        AIMessage("", tool_calls=[{"id": "call_oslo", "name": "weather", "args": {"city": "Oslo"}}]),
+        AIMessage("Oslo: sunny."),
+    ]))
 
 
 def long_history(turns: int = 50) -> list[Any]:
@@ -111,10 +105,7 @@ def test_create_agent_model_sees_fitted_history_state_keeps_everything() -> None
     past = long_history(50)
     assert len(past) >= 200
     question = HumanMessage("And what about Oslo tomorrow?")
-    model = RecordingModel(messages=iter([
-        AIMessage("", tool_calls=[{"id": "call_oslo", "name": "weather", "args": {"city": "Oslo"}}]),
-        AIMessage("Oslo: sunny."),
-    ]))
+    model = oslo_model()
     fit = FitContext(budget=budget)
     system = "You are a weather assistant."
     agent = create_agent(model, [weather], system_prompt=system, middleware=[fit])
@@ -139,7 +130,7 @@ def test_create_agent_model_sees_fitted_history_state_keeps_everything() -> None
 def test_create_agent_async() -> None:
     budget = 1500
     past = long_history(30)
-    model = RecordingModel(messages=iter(["It will be sunny."]))
+    model = ScriptedChatModel(messages=iter(["It will be sunny."]))
     agent = create_agent(model, [weather], middleware=[FitContext(budget=budget)])
     state = asyncio.run(agent.ainvoke({"messages": [*past, HumanMessage("Summer plans?")]}))
     assert len(state["messages"]) == len(past) + 2
@@ -216,7 +207,7 @@ def test_chain_with_fit_messages_runnable() -> None:
     prompt = ChatPromptTemplate.from_messages([
         ("system", "You plan trips."), MessagesPlaceholder("history"), ("human", "{question}"),
     ])
-    model = RecordingModel(messages=iter(["Pack for sun."]))
+    model = ScriptedChatModel(messages=iter(["Pack for sun."]))
     chain = prompt | fit_messages(budget=budget) | model
     answer = chain.invoke({"history": past, "question": "What should I pack for city 12?"})
     assert answer.content == "Pack for sun."

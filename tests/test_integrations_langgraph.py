@@ -8,7 +8,7 @@ from __future__ import annotations
 import runpy
 import warnings
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
 
@@ -16,10 +16,10 @@ pytest.importorskip("langgraph", reason="needs langgraph (the integrations extra
 pytest.importorskip("openai", reason="needs the openai SDK (dev extras)")
 pytest.importorskip("anthropic", reason="needs the anthropic SDK (dev extras)")
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage  # noqa: E402
-from langgraph.graph import END, START, StateGraph  # noqa: E402
-from langgraph.graph.message import add_messages  # noqa: E402
-from test_integrations_langchain import RecordingModel, check_fitted, long_history, weather  # noqa: E402
+from langchain_core.messages import HumanMessage, SystemMessage  # noqa: E402
+from langgraph_agent import fitted_graph  # noqa: E402
+from scripted_chat_model import ScriptedChatModel  # noqa: E402
+from test_integrations_langchain import check_fitted, long_history, oslo_model, weather  # noqa: E402
 
 import ctxfold  # noqa: E402
 from ctxfold import InvalidInputError, InvalidTypeError  # noqa: E402
@@ -43,10 +43,7 @@ def test_react_agent_pre_model_hook_fits_model_view_only() -> None:
     past = long_history(50)
     assert len(past) >= 200
     question = HumanMessage("And Oslo?")
-    model = RecordingModel(messages=iter([
-        AIMessage("", tool_calls=[{"id": "call_oslo", "name": "weather", "args": {"city": "Oslo"}}]),
-        AIMessage("Oslo: sunny."),
-    ]))
+    model = oslo_model()
     hook = PreModelHook(budget=budget, prompt=prompt)
     agent = react_agent(model, hook, prompt)
 
@@ -66,22 +63,12 @@ def test_react_agent_pre_model_hook_fits_model_view_only() -> None:
     assert hook.last_result.report.counts["dropped"] > 0
 
 
-class State(TypedDict):
-    messages: Annotated[list[AnyMessage], add_messages]
-    llm_input_messages: Annotated[list[AnyMessage], lambda old, new: new]
-
-
 def test_hook_as_a_node_of_a_hand_built_graph() -> None:
     budget = 1500
     past = long_history(50)
-    model = RecordingModel(messages=iter(["Sunny all week."]))
-    graph = StateGraph(State)
-    graph.add_node("fit", PreModelHook(budget=budget))
-    graph.add_node("model", lambda state: {"messages": [model.invoke(state["llm_input_messages"])]})
-    graph.add_edge(START, "fit")
-    graph.add_edge("fit", "model")
-    graph.add_edge("model", END)
-    state = graph.compile().invoke({"messages": [*past, HumanMessage("And next week?")]})
+    model = ScriptedChatModel(messages=iter(["Sunny all week."]))
+    graph = fitted_graph(model, PreModelHook(budget=budget))
+    state = graph.invoke({"messages": [*past, HumanMessage("And next week?")]})
     seen = model.prompts[0]
     check_fitted(seen, budget, state["messages"])
     assert seen[-1].content == "And next week?"

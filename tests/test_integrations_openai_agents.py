@@ -19,42 +19,15 @@ pytest.importorskip("agents", reason="needs openai-agents (the integrations extr
 pytest.importorskip("anthropic", reason="needs the anthropic SDK (dev extras)")
 
 from agents import Agent, Runner, SQLiteSession, function_tool, set_tracing_disabled  # noqa: E402
-from agents.items import ModelResponse  # noqa: E402
-from agents.models.interface import Model  # noqa: E402
-from agents.usage import Usage  # noqa: E402
-from openai.types.responses import (  # noqa: E402
-    ResponseFunctionToolCall,
-    ResponseInputItemParam,
-    ResponseOutputMessage,
-    ResponseOutputText,
-)
+from openai.types.responses import ResponseInputItemParam  # noqa: E402
+from openai_agents_session import reorder_check_model  # noqa: E402
+from scripted_agents_model import ScriptedModel, reply  # noqa: E402
 from sdk_checks import type_problems  # noqa: E402
 
 from ctxfold import ContextEngine, EngineConfig, InvalidInputError, InvalidTypeError  # noqa: E402
 from ctxfold.integrations.openai_agents import FitSession, _units, fit_items  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-
-
-class RecordingModel(Model):
-    """The SDK's model interface, answering from a script, recording each input."""
-
-    def __init__(self, outputs: list[Any]) -> None:
-        self.outputs = list(outputs)
-        self.inputs: list[Any] = []
-
-    async def get_response(self, system_instructions, input, model_settings, tools, output_schema, handoffs,  # type: ignore[no-untyped-def]
-                           tracing, *, previous_response_id=None, conversation_id=None, prompt=None, **kwargs):
-        self.inputs.append(json.loads(json.dumps(input, default=str)))
-        return ModelResponse(output=[self.outputs.pop(0)], usage=Usage(), response_id=None)
-
-    def stream_response(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        raise NotImplementedError("the tests run Runner.run only")
-
-
-def reply(text: str, n: int) -> ResponseOutputMessage:
-    return ResponseOutputMessage(id=f"msg_{n}", type="message", role="assistant", status="completed",
-                                 content=[ResponseOutputText(type="output_text", text=text, annotations=[])])
 
 
 @function_tool
@@ -112,15 +85,11 @@ def test_runner_with_fit_session(tmp_path: Path) -> None:
     budget = 2000
     engine = ContextEngine()
 
-    async def run() -> tuple[RecordingModel, FitSession, list[Any], list[Any], Any]:
+    async def run() -> tuple[ScriptedModel, FitSession, list[Any], list[Any], Any]:
         store = SQLiteSession("chat", str(tmp_path / "sessions.db"))
         past = history(50)
         await store.add_items(past)
-        model = RecordingModel([
-            ResponseFunctionToolCall(type="function_call", id="fc_new", call_id="call_new", name="stock",
-                                     arguments=json.dumps({"item": "P-7"})),
-            reply("12 units of P-7: no reorder needed.", 999),
-        ])
+        model = reorder_check_model("12 units of P-7: no reorder needed.")
         agent = Agent(name="stock", instructions="Answer stock questions.", model=model, tools=[stock])
         session = FitSession(store, budget=budget, engine=engine)
         result = await Runner.run(agent, "Do we need to reorder P-7?", session=session)
