@@ -1,14 +1,12 @@
 """The memory store suite, run against SQLite and (when a server is available)
-PostgreSQL. The postgres params use the session fixture ``pg_dsn`` (a server
-the test run starts; it skips when none can be started) and give every test
-its own PostgreSQL schema."""
+PostgreSQL, with the stores of tests/memory_stores.py: every test has its own
+SQLite file or PostgreSQL schema."""
 
 from __future__ import annotations
 
 import math
 import os
 import time
-import uuid
 from pathlib import Path
 
 import ctxfold
@@ -32,65 +30,7 @@ from ctxfold.memory import (
 )
 from ctxfold.memory import matrix as matrix_module
 from ctxfold.memory.typed import DAY
-
-BACKENDS = ["sqlite", "postgres"]
-
-
-def _pg_dsn(request: pytest.FixtureRequest) -> str:
-    try:
-        return str(request.getfixturevalue("pg_dsn"))
-    except pytest.FixtureLookupError:
-        dsn = os.environ.get("CTXFOLD_TEST_PG_DSN")
-        if not dsn:
-            pytest.skip("no pg_dsn fixture and CTXFOLD_TEST_PG_DSN is not set")
-        return dsn
-
-
-class _Opener:
-    """Opens stores on one backend's database (several may share it)."""
-
-    def __init__(self, backend: str, request: pytest.FixtureRequest, tmp_path: os.PathLike[str]) -> None:
-        self.backend = backend
-        self.opened: list[object] = []
-        if backend == "sqlite":
-            self.path = os.path.join(tmp_path, "memory.db")
-        else:
-            self.dsn = _pg_dsn(request)
-            self.schema = "ctxtest_" + uuid.uuid4().hex[:16]
-
-    def __call__(self, **kwargs: object) -> SqliteStore | PostgresStore:
-        store: SqliteStore | PostgresStore
-        if self.backend == "sqlite":
-            store = SqliteStore(self.path, **kwargs)  # type: ignore[arg-type]
-        else:
-            store = PostgresStore(self.dsn, schema=self.schema, **kwargs)  # type: ignore[arg-type]
-        self.opened.append(store)
-        return store
-
-    def cleanup(self) -> None:
-        for store in self.opened:
-            store.close()  # type: ignore[attr-defined]
-        if self.backend == "postgres":
-            import psycopg
-
-            with psycopg.connect(self.dsn, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
-
-
-@pytest.fixture(params=BACKENDS)
-def opener(request: pytest.FixtureRequest, tmp_path: os.PathLike[str]):
-    o = _Opener(request.param, request, tmp_path)
-    yield o
-    o.cleanup()
-
-
-@pytest.fixture
-def store(opener: _Opener):
-    return opener()
-
-
-U1 = Scope(user_id="u1", conversation_id="c1")
-U2 = Scope(user_id="u2", conversation_id="c1")
+from memory_stores import U1, U2, opener, store  # noqa: F401  (fixtures)
 
 
 def unit(seed: int, dim: int = 16) -> np.ndarray:

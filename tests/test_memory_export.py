@@ -23,7 +23,7 @@ import yaml
 from ctxfold.errors import InvalidTypeError, StoreError
 from ctxfold.memory import Memory, Scope, SqliteStore
 from ctxfold.memory import export as export_module
-from test_memory import U1, U2, _Opener, opener, store  # noqa: F401  (fixtures)
+from memory_stores import U1, U2, StoreOpener, opener, store  # noqa: F401  (fixtures)
 
 POSIX = os.name == "posix"
 
@@ -335,7 +335,7 @@ def _fill(store, user: str, seed: int) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork") or not hasattr(signal, "SIGKILL"), reason="needs fork and SIGKILL")
-def test_sigkill_during_export_leaves_old_or_new_file(opener: _Opener, tmp_path) -> None:
+def test_sigkill_during_export_leaves_old_or_new_file(opener: StoreOpener, tmp_path) -> None:
     store = opener()
     _fill(store, "a", 1)
     _fill(store, "b", 2)

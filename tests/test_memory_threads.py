@@ -26,54 +26,18 @@ import contextlib
 import threading
 import time
 import traceback
-import uuid
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from ctxfold.memory import Memory, PostgresStore, Scope, SqliteStore
+from ctxfold.memory import Memory, Scope
 from ctxfold.memory.matrix import MatrixCache, ScopeMatrix
+from memory_stores import StoreOpener, opener  # noqa: F401  (fixture)
 
-BACKENDS = ["sqlite", "postgres"]
 DIM = 64  # random unit vectors this wide are far apart: no add merges into or supersedes another
 SCOPE = Scope(user_id="u1", conversation_id="c1")
-
-
-class Opener:
-    def __init__(self, backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
-        self.backend = backend
-        self.stores: list[Any] = []
-        if backend == "sqlite":
-            self.location = str(tmp_path / "memory.db")
-        else:
-            self.dsn = str(request.getfixturevalue("pg_dsn"))
-            self.location = "threads_" + uuid.uuid4().hex[:16]
-
-    def __call__(self, **kwargs: Any) -> Any:
-        if self.backend == "sqlite":
-            store = SqliteStore(self.location, **kwargs)
-        else:
-            store = PostgresStore(self.dsn, schema=self.location, **kwargs)
-        self.stores.append(store)
-        return store
-
-    def close(self) -> None:
-        for store in self.stores:
-            store.close()
-        if self.backend == "postgres":
-            import psycopg
-
-            with psycopg.connect(self.dsn, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{self.location}" CASCADE')
-
-
-@pytest.fixture(params=BACKENDS)
-def opener(request: pytest.FixtureRequest, tmp_path: Path):
-    o = Opener(request.param, request, tmp_path)
-    yield o
-    o.close()
 
 
 def unit_rows(n: int, seed: int) -> np.ndarray:
@@ -90,7 +54,7 @@ def top_id(store: Any, vector: np.ndarray, scope: Scope = SCOPE) -> str | None:
 
 
 @pytest.mark.slow
-def test_threads_share_one_store(opener: Opener) -> None:
+def test_threads_share_one_store(opener: StoreOpener) -> None:
     writers, per_writer, searchers = 4, 500, 2
     store = opener()
     vectors = unit_rows(writers * per_writer, seed=1)
@@ -170,7 +134,7 @@ def failing_before_commit(store: Any):
 
 
 @pytest.mark.parametrize("call", ["add", "add_many"])
-def test_search_is_not_stale_after_a_failed_write(opener: Opener, call: str) -> None:
+def test_search_is_not_stale_after_a_failed_write(opener: StoreOpener, call: str) -> None:
     first, second = opener(), opener()
     v = unit_rows(4, seed=2)
     kept = first.add(Memory(content="kept"), scope=SCOPE, embedding=v[0])
@@ -211,7 +175,7 @@ def brute_force(store: Any, q: np.ndarray, k: int, scope: Scope) -> list[str]:
     return sorted(rows[i][0] for i in order)
 
 
-def test_two_stores_taking_turns_search_like_a_scan(opener: Opener) -> None:
+def test_two_stores_taking_turns_search_like_a_scan(opener: StoreOpener) -> None:
     stores = [opener(), opener()]
     rng = np.random.default_rng(3)
     pool = unit_rows(400, seed=4)
@@ -357,7 +321,7 @@ def test_writer_gate_threads_take_turns_and_a_missing_directory_is_no_gate(tmp_p
     assert time.monotonic() - t0 < 1
 
 
-def test_presearch_scores_equal_a_full_product(opener: Opener) -> None:
+def test_presearch_scores_equal_a_full_product(opener: StoreOpener) -> None:
     """The duplicate check's scores taken before the write lock, completed
     under it for the rows other writers added in between, are the full product."""
     first, second = opener(), opener()
@@ -385,7 +349,7 @@ def test_presearch_scores_equal_a_full_product(opener: Opener) -> None:
         np.testing.assert_allclose(first._similarities(matrix, batch, 0), matrix.vectors @ batch[0], atol=1e-6)
 
 
-def test_a_scope_id_is_not_shared_before_its_row_is_committed(opener: Opener) -> None:
+def test_a_scope_id_is_not_shared_before_its_row_is_committed(opener: StoreOpener) -> None:
     """The write that creates a scope builds its search matrix (the duplicate
     check) before COMMIT; the scope's id must not reach the cache other threads
     read until then (on PostgreSQL they would write to a row they cannot see)."""

@@ -7,7 +7,6 @@ path needs: a paraphrase below ``merge_threshold`` would only be added."""
 
 from __future__ import annotations
 
-import os
 import pickle
 import uuid
 
@@ -17,10 +16,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from ctxfold.errors import InvalidInputError, InvalidTypeError, StoreError
-from ctxfold.memory import Memory, PostgresStore, Scope, SqliteStore
+from ctxfold.memory import Memory, Scope
 from ctxfold.memory.embedding import default_embedder, embed_texts
 from ctxfold.memory.records import decoder, encode
 from ctxfold.memory.updates import SUPERSEDE_THRESHOLD, AddResult, compare
+from memory_stores import BACKENDS, U1, U2, StoreOpener, opener, store  # noqa: F401  (fixtures)
 
 MERGE = 0.95  # the stores' default merge_threshold
 
@@ -93,69 +93,12 @@ PAIRS: list[tuple[str, str, str, str]] = [
 KIND = {"merged": "same", "superseded": "update"}
 
 
-def _pg_dsn(request: pytest.FixtureRequest) -> str:
-    try:
-        return str(request.getfixturevalue("pg_dsn"))
-    except pytest.FixtureLookupError:
-        dsn = os.environ.get("CTXFOLD_TEST_PG_DSN")
-        if not dsn:
-            pytest.skip("no pg_dsn fixture and CTXFOLD_TEST_PG_DSN is not set")
-        return dsn
-
-
-class _Opener:
-    """Opens stores on one backend (SQLite file, or a PostgreSQL schema of its own)."""
-
-    def __init__(self, backend: str, request: pytest.FixtureRequest, directory: os.PathLike[str]) -> None:
-        self.backend = backend
-        self.opened: list[SqliteStore | PostgresStore] = []
-        if backend == "sqlite":
-            self.path = os.path.join(directory, f"memory-{uuid.uuid4().hex[:8]}.db")
-        else:
-            self.dsn = _pg_dsn(request)
-            self.schema = "ctxupd_" + uuid.uuid4().hex[:16]
-
-    def __call__(self, **kwargs: object) -> SqliteStore | PostgresStore:
-        store: SqliteStore | PostgresStore
-        if self.backend == "sqlite":
-            store = SqliteStore(self.path, **kwargs)  # type: ignore[arg-type]
-        else:
-            store = PostgresStore(self.dsn, schema=self.schema, **kwargs)  # type: ignore[arg-type]
-        self.opened.append(store)
-        return store
-
-    def cleanup(self) -> None:
-        for store in self.opened:
-            store.close()
-        if self.backend == "postgres":
-            import psycopg
-
-            with psycopg.connect(self.dsn, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
-
-
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+@pytest.fixture(scope="module", params=BACKENDS)
 def table_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """One store per backend for the whole pair table (each pair in its own scope)."""
-    opener = _Opener(request.param, request, tmp_path_factory.mktemp("updates"))
+    opener = StoreOpener(request.param, request, tmp_path_factory.mktemp("updates"))
     yield opener()
     opener.cleanup()
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def opener(request: pytest.FixtureRequest, tmp_path):
-    o = _Opener(request.param, request, tmp_path)
-    yield o
-    o.cleanup()
-
-
-@pytest.fixture
-def store(opener: _Opener):
-    return opener()
-
-
-U1 = Scope(user_id="u1", conversation_id="c1")
-U2 = Scope(user_id="u2", conversation_id="c1")
 
 
 def cosine(a: str, b: str) -> float:
