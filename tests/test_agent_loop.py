@@ -94,9 +94,19 @@ def check_promises(msgs: list[dict], budget: int, strategy: str) -> None:
     try:
         res = engine.optimize(msgs, budget=budget)
     except BudgetError:
-        needed = count_messages(must_be_present(msgs), encoding="cl100k_base")
-        assert needed > budget, f"BudgetError though everything that must stay fits verbatim ({needed} <= {budget})"
+        check_budget_error(msgs, budget)
         return
+    check_output(msgs, res, budget)
+
+
+def check_budget_error(msgs: list[dict], budget: int) -> None:
+    needed = count_messages(must_be_present(msgs), encoding="cl100k_base")
+    assert needed > budget, f"BudgetError though everything that must stay fits verbatim ({needed} <= {budget})"
+
+
+def check_output(msgs: list[dict], res, budget: int) -> None:
+    """Every promise of one result for the input `msgs`."""
+    assert [r.index for r in res.items] == list(range(len(msgs)))
     assert res.tokens <= budget
     assert res.tokens == count_messages(res.messages, encoding="cl100k_base")
     check_tool_pairing(res.messages)
@@ -129,6 +139,37 @@ def check_promises(msgs: list[dict], budget: int, strategy: str) -> None:
 @given(agent_conversations(), st.sampled_from(STRATEGIES), st.integers(4, 30_000))
 def test_agent_loop_promises_hold_for_every_strategy(msgs, strategy, budget) -> None:
     check_promises(msgs, budget, strategy)
+
+
+def turn_ends(msgs: list[dict]) -> list[int]:
+    """Where an agent calls the model: after each user message and each tool round."""
+    return [i + 1 for i, m in enumerate(msgs)
+            if m["role"] == "user" or (m["role"] == "tool" and (i + 1 == len(msgs) or msgs[i + 1]["role"] != "tool"))]
+
+
+SESSION_ENGINE = ContextEngine(encoding="cl100k_base")
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(agent_conversations(), st.integers(4, 6_000), st.floats(0.0, 0.9), st.integers(0, 8))
+def test_cache_aware_session_promises_hold_turn_after_turn(msgs, budget, reserve, recall_top) -> None:
+    session = SESSION_ENGINE.session(reserve=reserve, recall_top=recall_top)
+    previous: list[dict] | None = None
+    for end in [*turn_ends(msgs), len(msgs)]:
+        history = msgs[:end]
+        try:
+            res = session.optimize(history, budget=budget)
+        except BudgetError:
+            check_budget_error(history, budget)
+            previous = None
+            continue
+        check_output(history, res, budget)
+        if res.messages:
+            assert res.cache_breakpoint is not None and 0 <= res.cache_breakpoint < len(res.messages)
+        if res.report.cache.kept and previous is not None:
+            # What the last call marked as stable is where this one starts.
+            assert res.messages[: len(previous)] == previous, res.report.cache
+        previous = res.messages[: (res.cache_breakpoint or 0) + 1]
 
 
 @settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

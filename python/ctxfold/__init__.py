@@ -69,6 +69,8 @@ _LAZY = {
     "ContextEngine": "ctxfold.engine",
     "HeadTailSummarizer": "ctxfold.engine",
     "EngineConfig": "ctxfold.config",
+    "CacheAwareSession": "ctxfold.incremental",
+    "CachePricing": "ctxfold.incremental",
     "ContextResult": "ctxfold.types",
     "ItemResult": "ctxfold.types",
     "Report": "ctxfold.types",
@@ -138,6 +140,7 @@ if TYPE_CHECKING:
     from ctxfold.compress import CompressedChunk, CompressionResult, compress
     from ctxfold.engine import ContextEngine, HeadTailSummarizer
     from ctxfold.extractive import ExtractiveSummarizer
+    from ctxfold.incremental import CacheAwareSession, CachePricing
     from ctxfold.memory import ConversationStore, Memory, MemoryStore, PostgresStore, Scope, SqliteStore
     from ctxfold.static_embed import StaticEmbedder
     from ctxfold.summarize import BaseSummarizer, CallableSummarizer, OnnxSeq2SeqSummarizer, Summarizer

@@ -98,7 +98,9 @@ _DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
 _ENGINE_MARKER = re.compile(r"\[(?:level-\d+ summary of \d+ messages, |\.\.\. \d+ messages omitted \.\.\.\])")
 
 
-def to_anthropic(messages: Sequence[Mapping[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
+def to_anthropic(
+    messages: Sequence[Mapping[str, Any]], *, cache_breakpoint: int | None = None
+) -> tuple[str | None, list[dict[str, Any]]]:
     """(system, messages) for Anthropic's Messages API from OpenAI-style messages.
 
     - `system`: the leading system/developer messages, joined by a blank
@@ -129,6 +131,11 @@ def to_anthropic(messages: Sequence[Mapping[str, Any]]) -> tuple[str | None, lis
     - Only Anthropic's keys come out: `name`, ctxfold's metadata (`id`,
       `pinned`, ...) and anything else are left out. User images (`image_url`
       parts, http(s) or base64 data URLs) become `image` blocks.
+    - `cache_breakpoint` (a `ContextResult.cache_breakpoint`): the last block
+      made from that message, or from the nearest one before it that makes a
+      block, gets ``cache_control: {"type": "ephemeral"}``, so Anthropic caches
+      the prompt up to there (nothing is marked when it falls in the leading
+      system messages).
 
     Raises `InvalidInputError` for what no valid Anthropic request can hold:
     a tool call answered by no tool message before the next assistant
@@ -144,7 +151,15 @@ def to_anthropic(messages: Sequence[Mapping[str, Any]]) -> tuple[str | None, lis
     head = next((i for i, m in enumerate(messages) if m.get("role") not in _SYSTEM_ROLES or _is_marker(m)), len(messages))
     prompts = [_joined_text(m.get("content"), f"messages[{i}]") for i, m in enumerate(messages[:head])]
     system = "\n\n".join(p for p in prompts if p.strip())
+    if cache_breakpoint is not None and (
+        isinstance(cache_breakpoint, bool) or not isinstance(cache_breakpoint, int)
+        or not 0 <= cache_breakpoint < len(messages)
+    ):
+        raise InvalidInputError(
+            f"cache_breakpoint: must be an index into messages (0 to {len(messages) - 1}) or None, got {cache_breakpoint!r}"
+        )
     turns: list[dict[str, Any]] = []
+    marked: dict[str, Any] | None = None
     ids = _ToolIds()
     # The open calls of the last assistant turn: caller's id -> (tool_use id, index of its message).
     pending: dict[str, tuple[str, int]] = {}
@@ -191,14 +206,27 @@ def to_anthropic(messages: Sequence[Mapping[str, Any]]) -> tuple[str | None, lis
             blocks.insert(next((k for k, b in enumerate(blocks) if b["type"] != "tool_result"), len(blocks)), result)
         else:
             raise InvalidInputError(f"{where}: unknown role {role!r}; use system, developer, user, assistant or tool")
+        if i == cache_breakpoint and turns:
+            marked = _last_block(turns[-1], role)
     if pending:
         _unanswered(pending)
+    if marked is not None:
+        marked["cache_control"] = {"type": "ephemeral"}
     if turns and turns[-1]["role"] == "assistant" and turns[-1]["content"][-1]["type"] == "text":
         last = turns[-1]["content"][-1]
         last["text"] = last["text"].rstrip()
     if turns and turns[0]["role"] == "assistant":
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUATION}]})
     return (system or None), turns
+
+
+def _last_block(turn: dict[str, Any], role: Any) -> dict[str, Any] | None:
+    """The block a message just added ends with: for a tool result, the last
+    tool_result (text of the turn comes after them); else the turn's last block."""
+    blocks = turn["content"]
+    if role == "tool":
+        return next((b for b in reversed(blocks) if b["type"] == "tool_result"), None)
+    return blocks[-1] if blocks else None
 
 
 def _is_marker(message: Mapping[str, Any]) -> bool:

@@ -171,6 +171,19 @@ class ContextEngine:
         )
         return ContextResult(messages=out, tokens=tokens, items=results, report=report)
 
+    def session(self, *, pricing: Any = None, reserve: float = 0.25, recall_top: int = 8) -> Any:
+        """A `CacheAwareSession` over this engine: for an agent that calls the
+        model every turn with a growing conversation, a context whose prefix
+        stays the same from turn to turn so the provider's prompt cache serves
+        it. `pricing`: a `CachePricing` (default Anthropic's); `reserve`: the
+        share of the budget a compaction leaves free for the turns after it;
+        `recall_top`: how many of the messages the engine values most for the
+        question are quoted before the current turn when the prefix lost
+        them (0: never)."""
+        from ctxfold.incremental import CacheAwareSession
+
+        return CacheAwareSession(self, pricing=pricing, reserve=reserve, recall_top=recall_top)
+
     async def aoptimize(self, messages: Sequence[dict[str, Any]], **kwargs: Any) -> ContextResult:
         """`optimize` in a worker thread (the Rust stages release the GIL)."""
         return await asyncio.to_thread(self.optimize, messages, **kwargs)

@@ -75,6 +75,16 @@ class Repair(msgspec.Struct, kw_only=True):
         return f"messages[{self.index}]" if self.index >= 0 else "system"
 
 
+class CacheReport(msgspec.Struct, kw_only=True):
+    """Whether a `CacheAwareSession` kept the previous context as the prefix."""
+
+    kept: bool
+    reason: str
+    """Why the prefix was kept, or why it was compacted afresh."""
+    prefix_tokens: int = 0
+    """Tokens of the previous context at the start of this one (what a provider's cache can serve)."""
+
+
 class Report(msgspec.Struct, kw_only=True):
     """How a context was built: the strategy, where the tokens went, timings."""
 
@@ -91,6 +101,8 @@ class Report(msgspec.Struct, kw_only=True):
     """What was repaired in the input (`EngineConfig.on_invalid`), in message order."""
     highlights: list[str] = msgspec.field(default_factory=list)
     """What happened to the current turn, then to the largest messages, one line each."""
+    cache: CacheReport | None = None
+    """For a `CacheAwareSession`: whether the previous context was kept as the prefix."""
 
     @property
     def compression_ratio(self) -> float:
@@ -109,6 +121,9 @@ class Report(msgspec.Struct, kw_only=True):
         ]
         lines += self.highlights
         lines.append("items: " + ", ".join(f"{k} {v}" for k, v in self.counts.items()))
+        if self.cache is not None:
+            kept = "kept" if self.cache.kept else "compacted afresh"
+            lines.append(f"prefix {kept}: {self.cache.reason}")
         if self.layers:
             lines.append("layers: " + ", ".join(f"{k} {v}" for k, v in self.layers.items()))
         if self.timings_ms:
@@ -128,3 +143,6 @@ class ContextResult(msgspec.Struct, kw_only=True):
     tokens: int
     items: list[ItemResult]
     report: Report
+    cache_breakpoint: int | None = None
+    """For a `CacheAwareSession`: the index of the last message the next call
+    keeps unchanged, where a prompt-cache breakpoint belongs."""

@@ -1,0 +1,363 @@
+"""Cache-aware fitting of a growing conversation: a prefix that stays put.
+
+Providers bill a prompt's cached prefix at a fraction of the input price
+(`CachePricing`), so an agent that re-plans its whole history every turn pays
+full price every turn. A `CacheAwareSession` keeps the context it returned
+last time, byte for byte, and appends only the new messages; it compacts again
+(a full `ContextEngine.optimize`, down to the budget minus a reserve for the
+turns to come) only when the prefix plus the new messages no longer fit, or
+when compacting now saves more over the turns before the next forced
+compaction than the cache it throws away.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import numbers
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ctxfold.conversation import parse_with_repairs
+from ctxfold.errors import BudgetError, InvalidInputError, InvalidTypeError
+from ctxfold.tokens import REPLY_PRIMING, message_costs
+from ctxfold.types import CacheReport, ContextResult, ItemResult, Report
+
+if TYPE_CHECKING:
+    from ctxfold.engine import ContextEngine
+
+__all__ = ["CachePricing", "CacheAwareSession"]
+
+
+class CachePricing(msgspec.Struct, frozen=True, kw_only=True):
+    """Prices of prompt tokens relative to uncached input: `read` for a token
+    served from the cached prefix, `write` for a token written to the cache."""
+
+    read: float = 0.1
+    write: float = 1.25
+
+    def __post_init__(self) -> None:
+        for name in ("read", "write"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
+                raise InvalidInputError(f"{name}: must be a finite price >= 0 (1.0 = uncached input), got {value!r}")
+
+    @classmethod
+    def anthropic(cls) -> CachePricing:
+        """Anthropic's prompt caching: reads at a tenth, writes (5-minute cache) at 1.25x."""
+        return cls(read=0.1, write=1.25)
+
+    @classmethod
+    def openai(cls) -> CachePricing:
+        """OpenAI's automatic caching on its newest models: reads at a tenth, writes free."""
+        return cls(read=0.1, write=1.0)
+
+    def billed(self, cached: int, written: int) -> float:
+        """Input billed for a prompt of `cached` tokens read and `written` tokens written,
+        in uncached-token units."""
+        return cached * self.read + written * self.write
+
+
+class _Segment(msgspec.Struct):
+    """Messages `start`..`end` of the input as one compaction rendered them."""
+
+    start: int
+    end: int
+    messages: list[dict[str, Any]]
+    tokens: int
+    results: list[ItemResult]
+    source_tokens: int
+    """Tokens of the messages the segment stands for, as they were passed."""
+
+    @property
+    def density(self) -> float:
+        return self.tokens / self.source_tokens if self.source_tokens else 1.0
+
+
+class CacheAwareSession:
+    """Fits one growing conversation turn after turn, keeping a stable prefix.
+
+    Made by `ContextEngine.session`. Call `optimize` with the whole
+    conversation each turn (the earlier messages unchanged, new ones
+    appended). The context is a row of compacted segments, then the messages
+    since the last compaction verbatim. New messages are appended while they
+    fit; when they no longer do, the newest segment and the messages after it
+    (the current turn aside) are compacted again, down to the budget minus
+    `reserve`, and the older segments stay byte for byte what they were, so
+    the provider's cache still serves them.
+
+    The question of the turn is not left to a stale prefix: when some of the
+    `recall_top` messages the engine values most for it are no longer in the
+    context verbatim, they are quoted in one message just before the current
+    turn, as far as the budget allows. That message changes with the
+    question and is not part of the prefix the next call keeps.
+
+    The result's `report.cache` says whether the prefix was kept and why not;
+    `cache_breakpoint` is the index of the last message the next call keeps
+    as it is (where Anthropic's ``cache_control`` belongs). A history that
+    changed before its end (as repaired, see `EngineConfig.on_invalid`), or
+    another budget or system prompt, starts afresh.
+    """
+
+    def __init__(
+        self, engine: ContextEngine, *, pricing: CachePricing | None = None, reserve: float = 0.25,
+        recall_top: int = 8,
+    ) -> None:
+        if pricing is not None and not isinstance(pricing, CachePricing):
+            raise InvalidTypeError(f"pricing: expected a CachePricing, got {type(pricing).__name__}")
+        if isinstance(reserve, bool) or not isinstance(reserve, numbers.Real) or not 0.0 <= reserve < 1.0:
+            raise InvalidInputError(
+                f"reserve: must be a share of the budget in [0, 1), got {reserve!r} "
+                "(the room a compaction leaves for the turns after it)"
+            )
+        if isinstance(recall_top, bool) or not isinstance(recall_top, numbers.Integral) or recall_top < 0:
+            raise InvalidInputError(f"recall_top: must be an int >= 0 (0: never quote older messages), got {recall_top!r}")
+        self.engine = engine
+        self.pricing = pricing if pricing is not None else CachePricing.anthropic()
+        self.reserve = float(reserve)
+        self.recall_top = int(recall_top)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the prefix: the next call compacts afresh."""
+        self._inputs: list[tuple[str, dict[str, Any]]] = []
+        self._segments: list[_Segment] = []
+        self._key: tuple[int, str | None] | None = None
+        self._sent = 0
+        self._growth: float | None = None
+        self._quoted: tuple[int, dict[str, Any] | None, int, list[int]] = (-1, None, 0, [])
+
+    def optimize(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        query: str | None = None,
+        system: str | None = None,
+        budget: int | None = None,
+    ) -> ContextResult:
+        """`ContextEngine.optimize` for this turn, keeping the previous
+        context as the prefix as far as it fits."""
+        started = time.perf_counter()
+        engine = self.engine
+        budget = engine._budget(budget)
+        items, _ = parse_with_repairs(
+            messages, engine.tokenizer, system=system, cache=engine.cache, on_invalid=engine.config.on_invalid
+        )
+        query = engine._query(items, query)
+        key = (budget, system)
+        before = self._sent
+        reason = self._fresh_reason(items, key)
+        if reason is not None:
+            self.reset()
+            self._key, before = key, 0
+        current = _current_start(items)
+        # A quote is chosen once per turn: a later call of the same turn keeps it, so its prefix stays put.
+        self._turn_is_new = current >= len(self._inputs) or self._quoted[0] != current
+        scores = self._scores(items, query)
+        total = self._tokens() + sum(it.tokens for it in items[self._end():]) + REPLY_PRIMING
+        if reason is None:
+            grown = sum(it.tokens for it in items[len(self._inputs):])
+            self._growth = grown if self._growth is None else (self._growth + grown) / 2
+        if total > budget:
+            reason = reason or f"the prefix and the new messages ({total} tokens) exceed the budget"
+        elif self._quote(items, scores, current, room=budget)[1] > budget - total:
+            reason = reason or "the messages the question needs do not fit beside the prefix"
+        elif reason is None and self._worth_compacting(items, budget, current, total):
+            reason = "compacting now saves more before the prefix would overflow than the cache it discards"
+        else:
+            cache = CacheReport(kept=reason is None, reason=reason or "the prefix and the new messages fit",
+                                prefix_tokens=before)
+            return self._finish(items, scores, current, None, cache, budget, started)
+        compacted = self._compact(items, query, budget, current)
+        before = min(before, sum(s.tokens for s in self._segments[:-1]))
+        cache = CacheReport(kept=False, reason=reason, prefix_tokens=before)
+        return self._finish(items, scores, current, compacted, cache, budget, started)
+
+    # -- compaction ---------------------------------------------------------------------
+
+    def _compact(self, items: list[Any], query: str, budget: int, current: int) -> Report:
+        """Compact the messages after the kept segments, up to the current
+        turn, into one new segment within the budget minus `reserve`.
+
+        As many segments are kept as leave the new one room enough, and no
+        less than half the density (tokens kept per token passed) of the
+        segment before it, so that recent messages are never squeezed harder
+        than older ones for the sake of the cache. The new segment takes half
+        its room when that is enough, so the next compactions add a segment
+        after it instead of rewriting it."""
+        target = budget - math.ceil(self.reserve * budget)
+        current_tokens = sum(it.tokens for it in items[current:])
+        for j in range(len(self._segments), -1, -1):
+            kept = self._segments[:j]
+            start = kept[-1].end if kept else 0
+            room = target - sum(s.tokens for s in kept) - current_tokens - REPLY_PRIMING
+            if start >= current or room < _MIN_SEGMENT_TOKENS:
+                continue
+            source = sum(it.tokens for it in items[start:current])
+            if kept and room < _DENSITY_FLOOR * kept[-1].density * source:
+                continue
+            if room // 2 >= _MIN_SEGMENT_TOKENS and (not kept or room // 2 >= _DENSITY_FLOOR * kept[-1].density * source):
+                room //= 2
+            try:
+                result = self.engine.optimize([_as_passed(it) for it in items[start:current]], query=query,
+                                              budget=room + REPLY_PRIMING)
+            except BudgetError:
+                continue
+            self._segments = [*kept, _Segment(start, current, copy.deepcopy(result.messages),
+                                              result.tokens - REPLY_PRIMING, _shifted(result.items, start), source)]
+            return result.report
+        # The current turn leaves no room for a segment: the engine fits everything at once.
+        result = self.engine.optimize([_as_passed(it) for it in items], query=query, budget=budget)
+        self._segments = [_Segment(0, len(items), copy.deepcopy(result.messages), result.tokens - REPLY_PRIMING,
+                                   list(result.items), sum(it.tokens for it in items))]
+        return result.report
+
+    # -- the context ----------------------------------------------------------------------
+
+    def _finish(self, items, scores, current, report, cache, budget, started) -> ContextResult:
+        """The segments, the messages after them, and the quote of what the
+        question needs (before the current turn); all but the quote is the
+        prefix the next call keeps."""
+        end = self._end()
+        tail = items[end:]
+        self._inputs = [(it.id, it.message) for it in items]
+        results = [r for s in self._segments for r in s.results] + [
+            ItemResult(id=it.id, index=it.index, role=it.role, status="kept", tokens_in=it.tokens,
+                       tokens_out=it.tokens, score=0.0, reason="after the last compaction")
+            for it in tail
+        ]
+        prefix = self._tokens() + sum(it.tokens for it in tail)
+        self._sent = prefix
+        messages = [m for s in self._segments for m in s.messages] + [it.message for it in tail]
+        breakpoint_at = len(messages) - 1
+        room = budget - prefix - REPLY_PRIMING
+        if report is not None or self._turn_is_new:
+            quote, quote_tokens, quoted = self._quote(items, scores, current, room=room)
+            self._quoted = (current, quote, quote_tokens, quoted)
+        else:
+            _, quote, quote_tokens, quoted = self._quoted if self._quoted[2] <= room else (current, None, 0, [])
+        highlights = [f"prefix: {cache.prefix_tokens} tokens kept as before, {len(tail)} message(s) after the last compaction"]
+        if quote is not None:
+            at = len(messages) - (len(items) - current)
+            messages.insert(at, quote)
+            breakpoint_at = at - 1
+            for i in quoted:
+                results[i] = msgspec.structs.replace(
+                    results[i], reason=f"{results[i].reason}; quoted again before the current turn".lstrip("; "))
+            highlights.append("quoted for the question: " + ", ".join(items[i].id for i in quoted))
+        tokens = prefix + quote_tokens + REPLY_PRIMING
+        counts = {s: sum(r.status == s for r in results) for s in ("kept", "summarized", "cleared", "dropped")}
+        elapsed = {"total": (time.perf_counter() - started) * 1e3}
+        tokens_in = sum(it.tokens for it in items) + REPLY_PRIMING
+        if report is None:
+            report = Report(strategy="prefix", budget=budget, tokens_in=tokens_in, tokens_out=tokens, counts=counts,
+                            timings_ms=elapsed, highlights=highlights, cache=cache)
+        else:
+            report = msgspec.structs.replace(
+                report, budget=budget, tokens_in=tokens_in, tokens_out=tokens, counts=counts,
+                timings_ms={**report.timings_ms, **elapsed}, highlights=highlights, cache=cache,
+            )
+        return ContextResult(messages=copy.deepcopy(messages), tokens=tokens, items=results, report=report,
+                             cache_breakpoint=breakpoint_at if breakpoint_at >= 0 else None)
+
+    def _scores(self, items: list[Any], query: str) -> Any:
+        """The engine's value of each message for `query`, when a quote may need it."""
+        if not self.recall_top or not self._segments:
+            return None
+        from ctxfold.scoring import score_items
+
+        engine = self.engine
+        scores, _ = score_items(items, query, engine.config.weights, engine.config.half_life_turns,
+                                engine.embedder, engine.cache)
+        return scores
+
+    def _quote(self, items, scores, current, *, room: int) -> tuple[dict[str, Any] | None, int, list[int]]:
+        """One user message quoting those of the `recall_top` messages the
+        engine values most that the segments hold only in part or not at all,
+        most valued first while they fit `room` tokens."""
+        end = self._end()
+        if scores is None or current < end or current >= len(items) or room <= 0:
+            return None, 0, []
+        missing = {r.index for s in self._segments for r in s.results if r.status != "kept"}
+        top = sorted(range(current), key=lambda i: -float(scores[i]))[: self.recall_top]
+        chosen: list[int] = []
+        quote, cost = None, 0
+        for i in (i for i in top if i in missing):
+            trial = _quote_message(items, sorted([*chosen, i]))
+            trial_cost = message_costs([trial], self.engine.tokenizer)[0]
+            if trial_cost <= room:
+                chosen, quote, cost = sorted([*chosen, i]), trial, trial_cost
+        return quote, cost, chosen
+
+    def _worth_compacting(self, items: list[Any], budget: int, current: int, total: int) -> bool:
+        """Under `pricing`: compacting the messages since the last compaction
+        now rewrites them as a new segment (written instead of read) but makes
+        every prompt smaller, at the read price, for the turns the prefix
+        would otherwise still last."""
+        if not self._growth:
+            return False
+        loose = sum(it.tokens for it in items[self._end():current])
+        target = budget - math.ceil(self.reserve * budget)
+        room = target - self._tokens() - sum(it.tokens for it in items[current:]) - REPLY_PRIMING
+        segment = max(room // 2, _MIN_SEGMENT_TOKENS)
+        saved = loose - segment
+        if saved <= 0:
+            return False
+        turns = (budget - total) / self._growth
+        return saved * self.pricing.read * turns > segment * (self.pricing.write - self.pricing.read)
+
+    def _end(self) -> int:
+        return self._segments[-1].end if self._segments else 0
+
+    def _tokens(self) -> int:
+        return sum(s.tokens for s in self._segments)
+
+    def _fresh_reason(self, items: list[Any], key: tuple[int, str | None]) -> str | None:
+        """Why the prefix cannot be kept at all, or None."""
+        if self._key is None:
+            return "no prefix yet"
+        if key != self._key:
+            return "the budget or the system prompt changed"
+        n = len(self._inputs)
+        # As repaired: an unanswered call repaired last time may be answered now.
+        if len(items) < n or any((it.id, it.message) != known for it, known in zip(items, self._inputs)):
+            return "the earlier messages changed"
+        return None
+
+
+#: The least share of the previous segment's density a new segment may have.
+_DENSITY_FLOOR = 0.5
+#: The smallest compacted segment worth making; below it, older segments are compacted too.
+_MIN_SEGMENT_TOKENS = 256
+
+
+def _current_start(items: list[Any]) -> int:
+    """Where the current turn starts: the last user message (or the end)."""
+    return next((i for i in range(len(items) - 1, -1, -1) if items[i].role == "user"), len(items))
+
+
+def _quote_message(items: list[Any], indexes: list[int]) -> dict[str, Any]:
+    """The user message quoting `items[indexes]`, in conversation order, each under its id."""
+    parts = ["Earlier in this conversation (quoted again for the current question):"]
+    for i in indexes:
+        it = items[i]
+        who = f"result of {it.tool_name}" if it.role == "tool" and it.tool_name else it.role
+        parts.append(f"[{it.id}, {who}]\n{it.text}")
+    return {"role": "user", "content": "\n\n".join(parts)}
+
+
+def _as_passed(item: Any) -> Any:
+    """An item's message as the caller passed it, with the id it was given,
+    so a segment's ids are the whole conversation's."""
+    source = item.source
+    if isinstance(source, dict):
+        return {**source, "id": item.id}
+    return source if source is not None else {**item.message, "id": item.id}
+
+
+def _shifted(results: list[ItemResult], start: int) -> list[ItemResult]:
+    """Item results of a segment with their indexes in the whole input."""
+    return [msgspec.structs.replace(r, index=r.index + start) for r in results]

@@ -1,0 +1,122 @@
+"""The cache-aware session: a prefix that stays byte for byte while it fits,
+compaction that keeps the older segments, the quote of what the question
+needs, the report, the Anthropic cache breakpoint and argument checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxfold import CacheAwareSession, CachePricing, ContextEngine, InvalidInputError, InvalidTypeError, to_anthropic
+
+from sdk_checks import assert_anthropic, assert_openai
+
+BUDGET = 1_200
+
+
+def engine() -> ContextEngine:
+    return ContextEngine(encoding="cl100k_base", embedder=None)
+
+
+def chat(turns: int, start: int = 0) -> list[dict]:
+    msgs = []
+    for t in range(start, start + turns):
+        msgs.append({"role": "user", "content": f"Turn {t}: how is the {t}th build of the pipeline going?", "id": f"u{t}"})
+        msgs.append({"role": "assistant", "content": f"Build {t} passed its checks. " * 6, "id": f"a{t}"})
+    return msgs
+
+
+def replay(session: CacheAwareSession, msgs: list[dict], budget: int = BUDGET) -> list:
+    """Every call an agent makes over `msgs` (after each user message)."""
+    return [session.optimize(msgs[: i + 1], budget=budget) for i, m in enumerate(msgs) if m["role"] == "user"]
+
+
+def test_pricing_presets_and_checks() -> None:
+    assert CachePricing.anthropic() == CachePricing(read=0.1, write=1.25)
+    assert CachePricing.openai() == CachePricing(read=0.1, write=1.0)
+    assert CachePricing(read=0.5, write=1.0).billed(cached=100, written=10) == pytest.approx(60.0)
+    for bad in ({"read": -0.1}, {"write": float("nan")}, {"read": True}):
+        with pytest.raises(InvalidInputError, match=next(iter(bad))):
+            CachePricing(**bad)
+
+
+def test_session_arguments_are_checked() -> None:
+    eng = engine()
+    with pytest.raises(InvalidTypeError, match="pricing"):
+        eng.session(pricing={"read": 0.1})
+    with pytest.raises(InvalidInputError, match="reserve"):
+        eng.session(reserve=1.0)
+    with pytest.raises(InvalidInputError, match="recall_top"):
+        eng.session(recall_top=-1)
+
+
+def test_the_prefix_stays_while_it_fits_and_the_older_segments_stay_after_a_compaction() -> None:
+    session = engine().session(recall_top=0)
+    results = replay(session, chat(40))
+    assert all(r.tokens <= BUDGET for r in results)
+    kept = [r for r in results[1:] if r.report.cache.kept]
+    assert len(kept) >= len(results) * 0.6, [r.report.cache.reason for r in results]
+    for before, after in zip(results, results[1:]):
+        if after.report.cache.kept:
+            stable = before.messages[: before.cache_breakpoint + 1]
+            assert after.messages[: len(stable)] == stable
+            assert after.report.cache.prefix_tokens == before.tokens - 3
+    compactions = [r for r in results if not r.report.cache.kept and "exceed" in r.report.cache.reason]
+    assert compactions, "the conversation outgrew the budget, so something was compacted"
+    # After the first compaction, later ones keep the older segments as they were.
+    assert any(r.report.cache.prefix_tokens > 0 for r in compactions[1:])
+    assert "prefix" in results[-1].report.to_text()
+
+
+def test_a_question_about_something_compacted_away_gets_it_quoted_before_the_current_turn() -> None:
+    msgs = [{"role": "user", "content": "Note for later: the staging database listens on port 5433.", "id": "fact"},
+            {"role": "assistant", "content": "Noted.", "id": "ack"}] + chat(40)
+    session = engine().session()
+    replay(session, msgs)
+    question = {"role": "user", "content": "Which port does the staging database listen on?", "id": "q"}
+    result = session.optimize([*msgs, question], budget=BUDGET)
+    assert result.tokens <= BUDGET
+    status = {r.id: r for r in result.items}
+    fact = msgs[0]["content"]
+    if status["fact"].status == "kept":
+        pytest.skip("the compaction kept the fact; nothing to quote")
+    quote = result.messages[-2]
+    assert quote["role"] == "user" and fact in quote["content"] and "[fact, user]" in quote["content"]
+    assert result.messages[-1]["content"] == question["content"]
+    assert result.cache_breakpoint == len(result.messages) - 3  # the quote is not part of the stable prefix
+    assert "quoted again" in status["fact"].reason
+    assert any("quoted for the question: fact" in h for h in result.report.highlights)
+    assert_openai(result.messages)
+    system, turns = to_anthropic(result.messages, cache_breakpoint=result.cache_breakpoint)
+    assert_anthropic(system, turns)
+    marked = [b for t in turns for b in t["content"] if "cache_control" in b]
+    assert len(marked) == 1 and marked[0]["cache_control"] == {"type": "ephemeral"}
+
+
+def test_a_changed_history_or_budget_starts_afresh() -> None:
+    session = engine().session()
+    msgs = chat(10)
+    session.optimize(msgs, budget=BUDGET)
+    assert session.optimize(msgs + chat(1, 10), budget=BUDGET).report.cache.kept
+    edited = [dict(m) for m in msgs]
+    edited[2]["content"] = "Turn 1, rewritten"
+    assert session.optimize(edited, budget=BUDGET).report.cache.reason == "the earlier messages changed"
+    assert session.optimize(edited, budget=BUDGET + 1).report.cache.reason == "the budget or the system prompt changed"
+    session.reset()
+    assert session.optimize(edited, budget=BUDGET).report.cache.reason == "no prefix yet"
+
+
+def test_to_anthropic_cache_breakpoint_is_checked_and_marks_tool_results() -> None:
+    msgs = [
+        {"role": "user", "content": "Look it up"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "search", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "found it"},
+        {"role": "user", "content": "thanks"},
+    ]
+    _, turns = to_anthropic(msgs, cache_breakpoint=2)
+    assert turns[2]["content"][0] == {"type": "tool_result", "tool_use_id": "c1", "content": "found it",
+                                      "cache_control": {"type": "ephemeral"}}
+    assert "cache_control" not in turns[2]["content"][1]
+    for bad in (4, -1, True, "1"):
+        with pytest.raises(InvalidInputError, match="cache_breakpoint"):
+            to_anthropic(msgs, cache_breakpoint=bad)
