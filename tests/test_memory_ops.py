@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ctxfold.errors import InvalidInputError, InvalidTypeError, StoreError
@@ -140,11 +140,23 @@ uri_dsns = st.tuples(
 
 
 def libpq_reading(dsn: str) -> dict[str, str] | str:
-    """What libpq reads from ``dsn``, or its error message."""
+    """What libpq reads from ``dsn``, or its error message. Read from libpq's
+    bytes (as `conninfo_to_dict` does), a percent-escape that is not UTF-8
+    decoded as the parser here decodes it, with U+FFFD."""
     try:
-        return conninfo_to_dict(dsn)
+        options = psycopg.pq.Conninfo.parse(dsn.encode())
+    except psycopg.Error as e:
+        return str(conninfo_error(dsn, e))
+    return {o.keyword.decode(): o.val.decode(errors="replace") for o in options if o.val is not None}
+
+
+def conninfo_error(dsn: str, error: Exception) -> Exception:
+    """The error `conninfo_to_dict` raises for ``dsn`` (its message is the one compared)."""
+    try:
+        conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as e:
-        return str(e)
+        return e
+    return error
 
 
 def our_reading(dsn: str) -> dict[str, str] | None:
@@ -204,6 +216,8 @@ def test_keyword_dsns_are_read_as_libpq_reads_them(dsn: str) -> None:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(dsn=uri_dsns)
+@example(dsn="postgresql://%b1")  # a percent-escape that is not UTF-8
+@example(dsn="postgresql://u:%b1@h/db")
 def test_uri_dsns_are_read_as_libpq_reads_them(dsn: str) -> None:
     check_like_libpq(dsn)
 
