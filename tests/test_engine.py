@@ -537,3 +537,30 @@ def test_concurrent_aoptimize_on_one_engine() -> None:
     for k, res in enumerate(results):
         alone = ContextEngine(encoding="cl100k_base").optimize(msgs[: 40 + k], budget=900)
         assert res.messages == alone.messages and res.tokens <= 900
+
+
+def test_a_question_about_the_past_gets_no_recency_pull() -> None:
+    from ctxfold.scoring import recency_applies
+
+    assert not recency_applies("What are Kate's hobbies?")
+    assert not recency_applies("How many doctors did I visit last year?")
+    assert recency_applies("What is my current job?") and recency_applies("How do I fix this error?")
+    assert recency_applies("thanks, go on with the next step")
+    msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"note {i} about the garden"} for i in range(12)]
+    past = ENGINE.optimize(msgs, query="Which flowers did I plant?", budget=60)
+    current = ENGINE.optimize(msgs, query="ok, now the next step", budget=60)
+    assert all(it.layers["recency"] == 0.0 for it in past.items)
+    assert current.items[-1].layers["recency"] > current.items[0].layers["recency"] > 0.0
+
+
+def test_entity_layer_weights_an_entity_by_its_rarity() -> None:
+    """A speaker's name that starts every message of theirs singles out
+    nothing; a place named once does."""
+    from ctxfold.scoring import entity_layer
+
+    texts = [f"{'Kate' if i % 2 == 0 else 'Elise'}: message {i} about the weather" for i in range(20)]
+    texts[6] = "Kate: we went to Miami for the weekend"
+    scores = entity_layer(texts, "When did Kate go to Miami?")
+    assert scores[6] == scores.max() and scores[6] > 2 * scores[4]
+    assert scores[4] > scores[5] == 0.0
+    assert not entity_layer(texts[:1], "Kate").any()  # one message: nothing to tell apart

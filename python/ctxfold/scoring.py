@@ -4,8 +4,10 @@
   best match; fused with embedding cosine when an embedder is configured (a
   message is relevant when either signal is strong: the larger of the two
   standardised scores);
-- entity: share of the query's entities (names, numbers, dates) the message mentions;
-- recency: core decay weights by turns ago (and importance);
+- entity: share of the query's entities (names, numbers, dates) the message
+  mentions, each weighted by its rarity in the conversation;
+- recency: core decay weights by turns ago (and importance), for the current
+  task; a question about the past gets none;
 - intent: whether the message's role fits what the query asks about (the
   user's own statements for "I/my" questions, the assistant's for "you said",
   "remind me", "our previous conversation");
@@ -29,7 +31,7 @@ from ctxfold.engine_cache import EngineCache
 from ctxfold.entities import extract_entities
 from ctxfold.types import LAYER_NAMES, Item
 
-__all__ = ["score_items", "LAYER_NAMES"]
+__all__ = ["score_items", "recency_applies", "LAYER_NAMES"]
 
 _ROLE_WEIGHT = {"system": 1.0, "developer": 1.0, "user": 0.6, "assistant": 0.5, "tool": 0.4}
 _STRUCTURE_CUES = [
@@ -52,6 +54,18 @@ _ABOUT_ASSISTANT = re.compile(
     re.I,
 )
 _PROTECTED_KINDS = {"decision", "quality_gate", "trajectory", "active_task"}
+# A question ("?", or opening with a question word) asks for facts wherever
+# they are in the history: no recency pull, unless it points at the present
+# or at what was just said ("now", "currently", "this error", "above").
+_QUESTION = re.compile(
+    r"\?|^\s*(who|whom|whose|what|when|where|which|why|how|did|do|does|was|were|is|are|has|have|had|can|could)\b",
+    re.I,
+)
+_PRESENT = re.compile(
+    r"\b(now|current|currently|latest|most recent|recently|still|today|these days|at the moment|so far|anymore"
+    r"|this|these|that one|above|here|just|last (message|answer|reply|step|error|output))\b",
+    re.I,
+)
 
 
 def score_items(
@@ -72,7 +86,7 @@ def score_items(
     layers = {
         "semantic": semantic_layer(texts, query, embedder, cache),
         "entity": entity_layer(texts, query),
-        "recency": recency_layer(items, half_life_turns),
+        "recency": recency_layer(items, half_life_turns) if recency_applies(query) else np.zeros(len(items)),
         "intent": intent_layer(items, query),
         "structure": structure_layer(items, cache),
     }
@@ -129,14 +143,26 @@ def semantic_layer(texts: list[str], query: str, embedder: Any = None, cache: En
 
 
 def entity_layer(texts: list[str], query: str) -> np.ndarray:
-    wanted = extract_entities(query)
-    if not wanted:
-        return np.zeros(len(texts))
-    out = np.empty(len(texts))
-    for i, text in enumerate(texts):
-        lowered = text.lower()
-        out[i] = sum(e in lowered for e in wanted) / len(wanted)
-    return out
+    """Share of the query's entities each message mentions, each entity
+    weighted by how rare it is in the conversation (log(n / df) / log(n)): a
+    name found in every message of one speaker (a chat between two people,
+    each message starting with its speaker's name) singles out nothing."""
+    wanted = sorted(extract_entities(query))
+    n = len(texts)
+    if not wanted or n == 0:
+        return np.zeros(n)
+    lowered = [text.lower() for text in texts]
+    hits = np.array([[e in text for text in lowered] for e in wanted], dtype=np.float64)
+    df = hits.sum(axis=1)
+    rarity = np.log(n / np.maximum(df, 1.0)) / math.log(max(n, 2))
+    return np.asarray((rarity[:, None] * hits).sum(axis=0) / len(wanted))
+
+
+def recency_applies(query: str) -> bool:
+    """Whether the recency layer counts for `query`: not for a question about
+    the past (the conversation's facts, either person's statements), which
+    is answered wherever its evidence is; yes for the current task."""
+    return not _QUESTION.search(query) or bool(_PRESENT.search(query))
 
 
 def recency_layer(items: Sequence[Item], half_life_turns: float) -> np.ndarray:

@@ -1,0 +1,338 @@
+"""Evidence kept by `ContextEngine.optimize` on every dev set, with the
+baselines measured in the same run (../shared/data).
+
+Sets: LongMemEval-S dev (``lme``: ~100K-token histories with distractor
+sessions), LongMemEval oracle (``oracle``: the evidence sessions only), BEAM
+100K (``beam``: long user/assistant project chats) and REALTALK
+(``realtalk``: 21-day chats between two people). Each question is asked with
+its history at two budgets: 1/8 of the history's content tokens, and a fixed
+budget per set (LongMemEval 2,000 tokens, BEAM 4,000, REALTALK 1,000).
+
+Measures, as ../shared/checks/engine_*.py take them (the histories are loaded
+by that folder's ``common.py``, so both read the same messages):
+
+- ``verbatim``: the share of a question's evidence messages whose text is in
+  the context word for word;
+- ``coverage``: the mean, over the evidence messages, of the share of their
+  content words (lowercase alphanumeric runs, stop words left out) present
+  in the context; an excerpt of the right sentences counts.
+
+Baselines take whole messages by score while they fit, each message at its
+chat cost (as the engine pays it): ``recency`` (newest first), ``bm25``,
+``static`` (`StaticEmbedder` cosine), ``minilm`` (`Embedder` cosine),
+``bm25+minilm`` and ``bm25+static`` (reciprocal rank fusion, k = 60), and
+langchain-core's ``trim_messages`` (strategy "last") when it is installed.
+
+Each table gives every category of the set and both halves of it (its chats
+or histories in file order, first half and second half): the gap between the
+halves is the run-to-run spread to hold a difference against. MiniLM vectors
+are kept on disk by text under ``--cache-dir`` (a SQLite file), so only the
+first run embeds; ``--json`` writes every figure for comparing runs.
+
+    python benches/eval_context.py [--sets lme,oracle,beam,realtalk] [--methods ctxfold,bm25,...]
+                                   [--limit N] [--budgets eighth,fixed] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sqlite3
+import statistics
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import ctxfold
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("CTXFOLD_SHARED_DATA", REPO.parent / "shared" / "data")).parent
+CHECKS = SHARED / "checks"
+FIXED = {"lme": 2000, "oracle": 2000, "beam": 4000, "realtalk": 1000}
+NAMES = {"lme": "LongMemEval-S dev", "oracle": "LongMemEval oracle", "beam": "BEAM 100K", "realtalk": "REALTALK"}
+METHODS = ("ctxfold", "recency", "bm25", "static", "minilm", "bm25+minilm", "bm25+static", "trim_messages")
+RRF_K = 60.0
+# Below this a budget cannot hold a question's current turn; such pairs are left out for every method.
+MIN_BUDGET = 200
+# The shared checks' coverage words: lowercase alphanumeric runs minus these stop words.
+WORD = re.compile(r"[a-z0-9]+")
+STOP = set(
+    "a an the and or of to in on at for with is are was were be been i you he she it we they my your her his our their "
+    "me him them this that what when where who how why did do does have has had will would can could".split()
+)
+
+
+def words(text: str) -> set[str]:
+    return {w for w in WORD.findall(text.lower()) if w not in STOP}
+
+
+class Question:
+    __slots__ = ("unit", "category", "text", "evidence")
+
+    def __init__(self, unit: str, category: str, text: str, evidence: list[str]) -> None:
+        self.unit, self.category, self.text, self.evidence = unit, category, text, evidence
+
+
+def load_set(name: str, limit: int | None) -> Iterator[tuple[str, list[dict[str, Any]], list[Question]]]:
+    """(unit, messages, questions) per chat or history, as the shared checks load them."""
+    sys.path.insert(0, str(CHECKS))
+    import common  # type: ignore[import-not-found]  (../shared/checks/common.py)
+
+    if name in ("lme", "oracle"):
+        source = common.lme_histories("longmemeval_s" if name == "lme" else "longmemeval_oracle")
+        for k, (d, msgs, ids) in enumerate(source):
+            if limit is not None and k >= limit:
+                return
+            clean = [{key: v for key, v in m.items() if key != "date"} for m in msgs]
+            yield d["question_id"], clean, [Question(d["question_id"], d["question_type"], d["question"], ids)]
+        return
+    chats = common.beam_chats() if name == "beam" else common.realtalk_chats()
+    for k, (chat, msgs, qas) in enumerate(chats):
+        if limit is not None and k >= limit:
+            return
+        label = "{}" if name == "beam" else "category {}"
+        yield str(chat), msgs, [Question(str(chat), label.format(q["category"]), q["question"], list(q["evidence"]))
+                                for q in qas]
+
+
+class SqliteVectors:
+    """An `EmbeddingCache` on disk: one row per text key (the key already names the model)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(path))
+        self.db.execute("CREATE TABLE IF NOT EXISTS v (k TEXT PRIMARY KEY, b BLOB)")
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        for start in range(0, len(keys), 500):
+            part = list(keys[start:start + 500])
+            marks = ",".join("?" * len(part))
+            for k, b in self.db.execute(f"SELECT k, b FROM v WHERE k IN ({marks})", part):
+                found[k] = np.frombuffer(b, dtype=np.float32)
+        return found
+
+    def put_many(self, items: Mapping[str, np.ndarray]) -> None:
+        rows = [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()]
+        self.db.executemany("INSERT OR REPLACE INTO v VALUES (?, ?)", rows)
+        self.db.commit()
+
+
+def rrf(*score_lists: np.ndarray) -> np.ndarray:
+    fused = np.zeros(len(score_lists[0]))
+    for scores in score_lists:
+        ranks = np.empty(len(scores))
+        ranks[np.argsort(-scores, kind="stable")] = np.arange(1, len(scores) + 1)
+        fused += 1.0 / (RRF_K + ranks)
+    return fused
+
+
+def fit_in_order(order: Sequence[int], costs: Sequence[int], budget: int) -> list[int]:
+    """Greedy: take messages in `order` while they fit (reply priming counted), in original order."""
+    used, keep = 3, []
+    for i in order:
+        if used + costs[i] <= budget:
+            keep.append(int(i))
+            used += costs[i]
+    return sorted(keep)
+
+
+class Baselines:
+    def __init__(self, methods: Sequence[str], tokenizer: Any, cache_dir: Path) -> None:
+        self.methods = [m for m in methods if m != "ctxfold"]
+        self.tokenizer = tokenizer
+        self.static = ctxfold.StaticEmbedder() if {"static", "bm25+static"} & set(self.methods) else None
+        self.minilm = None
+        if {"minilm", "bm25+minilm"} & set(self.methods):
+            self.minilm = ctxfold.Embedder(cache=SqliteVectors(cache_dir / "minilm-vectors.sqlite"))
+        self.trim = None
+        if "trim_messages" in self.methods:
+            try:
+                from langchain_core.messages import AIMessage, HumanMessage
+                from langchain_core.messages.utils import trim_messages
+            except ImportError:
+                print("note: langchain-core is not installed; trim_messages skipped", file=sys.stderr)
+                self.methods.remove("trim_messages")
+            else:
+                self.trim = (trim_messages, HumanMessage, AIMessage)
+
+    def prepare(self, msgs: list[dict[str, Any]]) -> dict[str, Any]:
+        """What does not depend on the question: costs, the BM25 index, message vectors."""
+        texts = [m["content"] for m in msgs]
+        state: dict[str, Any] = {
+            "costs": ctxfold.tokens.message_costs([{"role": m["role"], "content": m["content"]} for m in msgs],
+                                                  self.tokenizer),
+            "bm25": ctxfold.Bm25(texts),
+        }
+        if self.static is not None:
+            state["static"] = np.asarray(self.static.embed(texts))
+        if self.minilm is not None:
+            state["minilm"] = np.asarray(self.minilm.embed(texts))
+        return state
+
+    def run(self, msgs: list[dict[str, Any]], state: dict[str, Any], question: str, budget: int) -> dict[str, list[int]]:
+        """The indices each baseline keeps."""
+        n, costs, out = len(msgs), state["costs"], {}
+        scores: dict[str, np.ndarray] = {"bm25": np.asarray(state["bm25"].scores(question), dtype=np.float64)}
+        if self.static is not None:
+            scores["static"] = (state["static"] @ np.asarray(self.static.embed(question))).astype(np.float64)
+        if self.minilm is not None:
+            scores["minilm"] = (state["minilm"] @ np.asarray(self.minilm.embed(question))).astype(np.float64)
+        for method in self.methods:
+            if method == "recency":
+                out[method] = fit_in_order(range(n - 1, -1, -1), costs, budget)
+            elif method == "trim_messages":
+                out[method] = self._trim(msgs, budget)
+            else:
+                parts = method.split("+")
+                s = scores[parts[0]] if len(parts) == 1 else rrf(*(scores[p] for p in parts))
+                out[method] = fit_in_order(np.argsort(-s, kind="stable"), costs, budget)
+        return out
+
+    def _trim(self, msgs: list[dict[str, Any]], budget: int) -> list[int]:
+        trim_messages, human, ai = self.trim  # type: ignore[misc]
+        lc = [human(m["content"], id=str(k)) if m["role"] == "user" else ai(m["content"], id=str(k))
+              for k, m in enumerate(msgs)]
+
+        def counter(ms: Sequence[Any]) -> int:
+            return int(ctxfold.count_messages(
+                [{"role": "user" if m.type == "human" else "assistant", "content": m.content} for m in ms],
+                tokenizer=self.tokenizer))
+
+        kept = trim_messages(lc, max_tokens=budget, token_counter=counter, strategy="last")
+        return sorted(int(m.id) for m in kept)
+
+
+def measure(context: str, by_id: Mapping[str, str], evidence: Sequence[str], with_coverage: bool) -> tuple[float, float]:
+    verbatim = sum(by_id[i] in context for i in evidence) / len(evidence)
+    if not with_coverage:
+        return verbatim, float("nan")
+    have = words(context)
+    coverage = statistics.mean(len(words(by_id[i]) & have) / max(1, len(words(by_id[i]))) for i in evidence)
+    return verbatim, coverage
+
+
+def context_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    return "\n".join(m["content"] if isinstance(m.get("content"), str) else str(m.get("content")) for m in messages)
+
+
+def evaluate_set(name: str, args: argparse.Namespace, engine: Any, baselines: Baselines) -> dict[str, Any]:
+    """Every question of the set at both budgets: one record per (question, budget, method)."""
+    units = list(load_set(name, args.limit))
+    half = (len(units) + 1) // 2
+    records: list[dict[str, Any]] = []
+    times: list[float] = []
+    over = too_small = failed = 0
+    for k, (unit, msgs, questions) in enumerate(units):
+        by_id = {m["id"]: m["content"] for m in msgs}
+        total = int(sum(ctxfold.count_tokens([m["content"] for m in msgs], encoding="cl100k_base")))
+        state = baselines.prepare(msgs) if baselines.methods else None
+        for q in questions:
+            for budget_name in args.budgets.split(","):
+                budget = total // 8 if budget_name == "eighth" else FIXED[name]
+                label = "1/8" if budget_name == "eighth" else f"{FIXED[name]:,}"
+                kept: dict[str, list[dict[str, Any]]] = {}
+                if budget < MIN_BUDGET:
+                    # 1/8 of a short oracle history: below what the current turn alone needs.
+                    too_small += 1
+                    continue
+                if "ctxfold" in args.methods:
+                    t0 = time.perf_counter()
+                    try:
+                        res = engine.optimize(msgs, query=q.text, budget=budget)
+                    except ctxfold.BudgetError:
+                        failed += 1  # counted as keeping nothing
+                        kept["ctxfold"] = []
+                    else:
+                        times.append(time.perf_counter() - t0)
+                        over += res.tokens > budget
+                        kept["ctxfold"] = res.messages
+                if state is not None:
+                    for method, idx in baselines.run(msgs, state, q.text, budget).items():
+                        kept[method] = [msgs[i] for i in idx]
+                for method, messages in kept.items():
+                    v, c = measure(context_text(messages), by_id, q.evidence, True)
+                    records.append({"budget": label, "method": method, "category": q.category,
+                                    "half": 1 if k < half else 2, "verbatim": v, "coverage": c})
+        if args.progress:
+            print(f"  {name} [{k + 1}/{len(units)}] {unit}: {len(msgs)} messages, {len(questions)} questions",
+                  file=sys.stderr, flush=True)
+    return {"records": records, "units": len(units),
+            "questions": sum(len(q) for _, _, q in units),
+            "median_ms": 1e3 * statistics.median(times) if times else None, "over_budget": over,
+            "too_small": too_small, "failed": failed}
+
+
+def print_tables(name: str, result: dict[str, Any], methods: Sequence[str]) -> None:
+    records = result["records"]
+    present = [m for m in methods if any(r["method"] == m for r in records)]
+    timing = f"; optimize median {result['median_ms']:.0f} ms, {result['over_budget']} over budget" \
+        if result["median_ms"] is not None else ""
+    if result.get("failed"):
+        timing += f"; {result['failed']} BudgetError (scored as nothing kept)"
+    if result["too_small"]:
+        timing += f"; {result['too_small']} (question, budget) pairs under {MIN_BUDGET} tokens left out"
+    print(f"\n## {NAMES[name]}: {result['units']} chats/histories, {result['questions']} questions{timing}")
+    for measure_name in ("verbatim", "coverage"):
+        print(f"\n{measure_name}")
+        head = f"{'budget':>6} {'rows':<28}" + "".join(f"{m:>14}" for m in present)
+        print(head)
+        for budget in dict.fromkeys(r["budget"] for r in records):
+            rows = [r for r in records if r["budget"] == budget]
+            groups: list[tuple[str, Any]] = [("all", lambda r: True)]
+            groups += [(f"half {h}", (lambda h: lambda r: r["half"] == h)(h)) for h in (1, 2)]
+            groups += [(f"  {c}", (lambda c: lambda r: r["category"] == c)(c))
+                       for c in sorted(dict.fromkeys(r["category"] for r in rows))]
+            for label, keep in groups:
+                cells = []
+                count = 0
+                for m in present:
+                    vals = [r[measure_name] for r in rows if r["method"] == m and keep(r)]
+                    count = len(vals) or count
+                    cells.append(f"{statistics.mean(vals):>14.3f}" if vals else f"{'-':>14}")
+                print(f"{budget:>6} {f'{label} ({count})':<28}" + "".join(cells))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sets", default="lme,oracle,beam,realtalk", help="any of lme, oracle, beam, realtalk")
+    parser.add_argument("--methods", default=",".join(METHODS), help=f"any of {', '.join(METHODS)}")
+    parser.add_argument("--limit", type=int, default=None, help="the first N chats or histories of each set")
+    parser.add_argument("--budgets", default="eighth,fixed", help="eighth (1/8 of the history), fixed, or both")
+    parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "ctxfold-eval")
+    parser.add_argument("--json", type=Path, default=None, help="write every record here")
+    parser.add_argument("--progress", action="store_true")
+    args = parser.parse_args()
+    args.methods = [m for m in args.methods.split(",") if m]
+    unknown = set(args.methods) - set(METHODS)
+    if unknown:
+        parser.error(f"--methods: unknown {sorted(unknown)}; use {', '.join(METHODS)}")
+    sets = [s for s in args.sets.split(",") if s]
+    if set(sets) - set(FIXED):
+        parser.error(f"--sets: unknown {sorted(set(sets) - set(FIXED))}; use {', '.join(FIXED)}")
+    if set(args.budgets.split(",")) - {"eighth", "fixed"}:
+        parser.error("--budgets: use eighth, fixed or eighth,fixed")
+    if not (CHECKS / "common.py").is_file() or not (SHARED / "data" / "conversations").is_dir():
+        print(f"skipped: evaluation data or its loaders not found under {SHARED} (set CTXFOLD_SHARED_DATA)")
+        return 0
+    engine = ctxfold.ContextEngine(encoding="cl100k_base")
+    baselines = Baselines(args.methods, engine.tokenizer, args.cache_dir)
+    out: dict[str, Any] = {}
+    for name in sets:
+        start = time.perf_counter()
+        out[name] = evaluate_set(name, args, engine, baselines)
+        print_tables(name, out[name], args.methods)
+        print(f"({time.perf_counter() - start:.0f} s)", flush=True)
+    if args.json is not None:
+        args.json.write_text(json.dumps(out), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
