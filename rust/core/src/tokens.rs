@@ -2,9 +2,9 @@
 //! Hugging Face `tokenizer.json`. Counts equal tiktoken's `encode_ordinary`
 //! (special-token text such as `<|endoftext|>` is counted as plain text).
 
-mod bpe;
 mod huggingface;
 mod models;
+mod openai;
 
 use std::path::Path;
 
@@ -39,10 +39,10 @@ impl Encoding {
         })
     }
 
-    fn bpe(self) -> &'static bpe::OpenAiBpe {
+    fn bpe(self) -> &'static openai::OpenAiBpe {
         match self {
-            Encoding::Cl100kBase => &bpe::CL100K_BASE,
-            Encoding::O200kBase => &bpe::O200K_BASE,
+            Encoding::Cl100kBase => &openai::CL100K_BASE,
+            Encoding::O200kBase => &openai::O200K_BASE,
         }
     }
 }
