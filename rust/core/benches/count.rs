@@ -4,9 +4,10 @@
 //!
 //!     cargo bench -p ctxfold-core --bench count
 //!
-//! Each row is the time of one pass over all messages (each counted on its
-//! own): the best and the median of `ROUNDS` passes. Counts are checked equal
-//! before anything is timed.
+//! Each figure is the time of one pass over all messages (each counted on its
+//! own): best and median of `ROUNDS` passes. Rounds interleave the
+//! contenders, so that load from other processes falls on all of them alike.
+//! Counts are checked equal before anything is timed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/support/mod.rs"]
@@ -17,56 +18,73 @@ use std::time::Instant;
 
 use ctxfold_core::tokens::{Encoding, Side, TokenCounter};
 
-const ROUNDS: usize = 7;
+const ROUNDS: usize = 9;
 
-fn time(label: &str, peer_best: Option<f64>, mut pass: impl FnMut() -> usize) -> f64 {
-    black_box(pass());
-    let mut times: Vec<f64> = (0..ROUNDS)
-        .map(|_| {
+type Pass<'a> = Box<dyn Fn() -> usize + 'a>;
+
+/// Runs every pass `ROUNDS` times, interleaved; prints best and median, and
+/// the ratio of best times to the pass named in `peer_of` (index).
+fn run(rows: &[(&str, Option<usize>, Pass<'_>)]) {
+    for (_, _, pass) in rows {
+        black_box(pass());
+    }
+    let mut times = vec![Vec::with_capacity(ROUNDS); rows.len()];
+    for _ in 0..ROUNDS {
+        for (i, (_, _, pass)) in rows.iter().enumerate() {
             let start = Instant::now();
             black_box(pass());
-            start.elapsed().as_secs_f64()
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    let (best, median) = (times[0], times[ROUNDS / 2]);
-    let ratio = peer_best.map(|p| format!("  {:.2}x the tiktoken crate", p / best)).unwrap_or_default();
-    println!("  {label:<44} best {:>8.1} ms  median {:>8.1} ms{ratio}", best * 1e3, median * 1e3);
-    best
+            times[i].push(start.elapsed().as_secs_f64());
+        }
+    }
+    for t in &mut times {
+        t.sort_by(f64::total_cmp);
+    }
+    for (i, (label, peer, _)) in rows.iter().enumerate() {
+        let (best, median) = (times[i][0], times[i][ROUNDS / 2]);
+        let ratio = peer
+            .map(|p| format!("  {:.2}x {} (best), {:.2}x (median)", times[p][0] / best, rows[p].0, times[p][ROUNDS / 2] / median))
+            .unwrap_or_default();
+        println!("  {label:<36} best {:>7.1} ms  median {:>7.1} ms{ratio}", best * 1e3, median * 1e3);
+    }
 }
 
 fn main() {
     let Some(data) = support::shared_data() else { return };
     let messages = support::chat_messages(&data);
     let bytes: usize = messages.iter().map(String::len).sum();
-    println!("{} messages, {:.1} MB, one thread, {ROUNDS} passes each", messages.len(), bytes as f64 / 1e6);
+    println!("{} messages, {:.1} MB, one thread, {ROUNDS} interleaved rounds", messages.len(), bytes as f64 / 1e6);
     for encoding in Encoding::ALL {
         let core = TokenCounter::OpenAi(encoding);
-        let crate_bpe = tiktoken::get_encoding(encoding.name()).unwrap();
-        let bpe_openai = match encoding {
+        let tk = tiktoken::get_encoding(encoding.name()).unwrap();
+        let bo = match encoding {
             Encoding::Cl100kBase => bpe_openai::cl100k_base(),
             Encoding::O200kBase => bpe_openai::o200k_base(),
         };
-        let total: usize = messages.iter().map(|m| core.count(m).unwrap()).sum();
+        let mut total = 0;
         for m in &messages {
             let n = core.count(m).unwrap();
-            assert_eq!(n, crate_bpe.count(m), "the tiktoken crate disagrees on {m:?}");
-            assert_eq!(n, bpe_openai.count(m), "bpe-openai disagrees on {m:?}");
+            assert_eq!(n, tk.count(m), "the tiktoken crate disagrees on {m:?}");
+            assert_eq!(n, bo.count(m), "bpe-openai disagrees on {m:?}");
+            total += n;
         }
         println!("{}: {total} tokens", encoding.name());
-        let peer = time("tiktoken crate: count", None, || messages.iter().map(|m| crate_bpe.count(m)).sum());
-        time("bpe-openai: count", Some(peer), || messages.iter().map(|m| bpe_openai.count(m)).sum());
-        time("core: count", Some(peer), || messages.iter().map(|m| core.count(m).unwrap()).sum());
-        time("core: count_until(limit never reached)", Some(peer), || {
-            messages.iter().map(|m| core.count_until(m, usize::MAX).unwrap().unwrap_or(0)).sum()
-        });
-        let encode_peer = time("tiktoken crate: encode", None, || messages.iter().map(|m| crate_bpe.encode(m).len()).sum());
-        time("core: encode", Some(encode_peer), || messages.iter().map(|m| core.encode(m).unwrap().len()).sum());
-        time("core: truncate to 100 tokens (end)", Some(encode_peer), || {
-            messages.iter().map(|m| core.truncate(m, 100, Side::End).unwrap().len()).sum()
-        });
-        time("core: truncate to 100 tokens (start)", Some(encode_peer), || {
-            messages.iter().map(|m| core.truncate(m, 100, Side::Start).unwrap().len()).sum()
-        });
+        let m = &messages;
+        let rows: Vec<(&str, Option<usize>, Pass<'_>)> = vec![
+            ("tiktoken crate: count", None, Box::new(|| m.iter().map(|t| tk.count(t)).sum())),
+            ("bpe-openai: count", Some(0), Box::new(|| m.iter().map(|t| bo.count(t)).sum())),
+            ("core: count", Some(0), Box::new(|| m.iter().map(|t| core.count(t).unwrap()).sum())),
+            ("core: count_until (not reached)", Some(0), Box::new(|| {
+                m.iter().map(|t| core.count_until(t, usize::MAX).unwrap().unwrap_or(0)).sum()
+            })),
+            ("tiktoken crate: encode", None, Box::new(|| m.iter().map(|t| tk.encode(t).len()).sum())),
+            ("core: encode", Some(4), Box::new(|| m.iter().map(|t| core.encode(t).unwrap().len()).sum())),
+            ("core: truncate to 100 tokens, end", Some(4), Box::new(|| {
+                m.iter().map(|t| core.truncate(t, 100, Side::End).unwrap().len()).sum()
+            })),
+            ("core: truncate to 100 tokens, start", Some(4), Box::new(|| {
+                m.iter().map(|t| core.truncate(t, 100, Side::Start).unwrap().len()).sum()
+            })),
+        ];
+        run(&rows);
     }
 }
