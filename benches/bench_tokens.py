@@ -229,13 +229,13 @@ def test_hf_text_tokenizers(benchmark, hf_pair, chat_text):
     benchmark(hf_pair[1].encode, chat_text[:1_000_000], add_special_tokens=False)
 
 
-@pytest.mark.benchmark(group="tokenizer.json: 10,000 chat messages")
-def test_hf_batch_ctxfold(benchmark, hf_pair, messages):
+@pytest.mark.benchmark(group="tokenizer.json: 10,000 short chat messages")
+def test_hf_batch_ctxfold(benchmark, hf_pair, short_messages):
     ours, reference = hf_pair
-    counts = benchmark(ours.count, messages)
-    assert counts.tolist() == [len(e.ids) for e in reference.encode_batch(messages, add_special_tokens=False)]
+    counts = benchmark(ours.count, short_messages)
+    assert counts.tolist() == [len(e.ids) for e in reference.encode_batch(short_messages, add_special_tokens=False)]
 
 
-@pytest.mark.benchmark(group="tokenizer.json: 10,000 chat messages")
-def test_hf_batch_tokenizers(benchmark, hf_pair, messages):
-    benchmark(hf_pair[1].encode_batch, messages, add_special_tokens=False)
+@pytest.mark.benchmark(group="tokenizer.json: 10,000 short chat messages")
+def test_hf_batch_tokenizers(benchmark, hf_pair, short_messages):
+    benchmark(hf_pair[1].encode_batch, short_messages, add_special_tokens=False)
