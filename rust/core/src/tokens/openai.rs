@@ -20,7 +20,7 @@ const SEGMENT_BYTES: usize = 4096;
 
 /// One built-in encoding.
 pub struct OpenAiBpe {
-    core: &'static CoreBpe,
+    core: CoreBpe,
     /// Byte length of each token, built on the first `truncate`.
     token_lens: OnceLock<Vec<u32>>,
 }
@@ -70,9 +70,7 @@ fn segments(text: &str) -> impl Iterator<Item = &str> {
 }
 
 impl OpenAiBpe {
-    fn new(name: &str) -> Self {
-        #[allow(clippy::expect_used)] // both names are compiled in by the crate's features
-        let core = tiktoken::get_encoding(name).expect("the tiktoken crate is built with this vocabulary");
+    fn new(core: CoreBpe) -> Self {
         Self { core, token_lens: OnceLock::new() }
     }
 
@@ -135,8 +133,8 @@ impl OpenAiBpe {
     }
 }
 
-pub static CL100K_BASE: LazyLock<OpenAiBpe> = LazyLock::new(|| OpenAiBpe::new("cl100k_base"));
-pub static O200K_BASE: LazyLock<OpenAiBpe> = LazyLock::new(|| OpenAiBpe::new("o200k_base"));
+pub static CL100K_BASE: LazyLock<OpenAiBpe> = LazyLock::new(|| OpenAiBpe::new(tiktoken::encoding::cl100k_base()));
+pub static O200K_BASE: LazyLock<OpenAiBpe> = LazyLock::new(|| OpenAiBpe::new(tiktoken::encoding::o200k_base()));
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,7 @@
 //! Texts shared by the exactness tests and the counting benchmark: every chat
 //! message of the evaluation data (when it is present) and generated
 //! adversarial text.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 
