@@ -36,6 +36,34 @@ def lme_turns(limit_files: int = 8) -> list[str]:
     return turns
 
 
+def chat_messages() -> list[str]:
+    """The text of every message of LongMemEval-S, REALTALK and BEAM 100K, in
+    file order (the corpus of rust/core/benches/count.rs)."""
+    conversations = shared_data("conversations")
+    messages: list[str] = []
+    for f in sorted((conversations / "longmemeval_s").glob("*.json")):
+        data = json.loads(f.read_text(encoding="utf-8"))
+        messages += [t["content"] for session in data["haystack_sessions"] for t in session]
+    for f in sorted((conversations / "realtalk").glob("*.json")):
+        data = json.loads(f.read_text(encoding="utf-8"))
+        sessions = [v for k, v in data.items() if k.startswith("session_") and isinstance(v, list)]
+        messages += [t["clean_text"] for session in sessions for t in session]
+    for chat in sorted(p for p in (conversations / "beam_100k").iterdir() if p.is_dir()):
+        data = json.loads((chat / "chat.json").read_text(encoding="utf-8"))
+        messages += [m["content"] for batch in data for turn in batch["turns"] for m in turn]
+    return messages
+
+
+def realtalk_messages() -> list[str]:
+    """REALTALK's messages: short texts between two people."""
+    messages: list[str] = []
+    for f in sorted(shared_data("conversations", "realtalk").glob("*.json")):
+        data = json.loads(f.read_text(encoding="utf-8"))
+        sessions = [v for k, v in data.items() if k.startswith("session_") and isinstance(v, list)]
+        messages += [t["clean_text"] for session in sessions for t in session]
+    return messages
+
+
 def pytest_terminal_summary(terminalreporter, config) -> None:
     session = getattr(config, "_benchmarksession", None)
     if session is None or session.disabled or not session.benchmarks:

