@@ -1,6 +1,6 @@
 """negotiate_budget and plan_layers per call from Python, 8 layers, against a
 pure-Python transcription of the published OpenScroll negotiation (phases 2-3,
-without ctxfold's fixes) in the same run. Target (issue 3): under 10 µs per
+without ctxfold's fixes) in the same run. Target: under 10 µs per
 call."""
 
 from __future__ import annotations

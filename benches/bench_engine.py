@@ -1,5 +1,5 @@
 """`ContextEngine.optimize` on a 500-message, ~100,000-token conversation to a
-12,000-token budget (issue 5's speed targets), with the peer measured in the
+12,000-token budget (against the speed targets), with the peer measured in the
 same run.
 
 Groups (compare the rows of a group):

@@ -1,6 +1,6 @@
 """select_options on 10,000 items x (keep, summary, drop) under a 128,000-token
 budget, against a vectorised numpy greedy (value per token over each item's
-increments, the usual quick answer) in the same run. Target (issue 3): under
+increments, the usual quick answer) in the same run. Target: under
 20 ms with a gap to the LP bound under 0.5%. The greedy's own gap is printed
 next to ours (run with -s to see the lines).
 

@@ -1,4 +1,4 @@
-"""Memory store at scale (issue 6): 100,000 memories with 384-dim embeddings in
+"""Memory store at scale: 100,000 memories with 384-dim embeddings in
 one scope (plus 20,000 in a neighbouring scope, so the scope filter has
 something to skip).
 

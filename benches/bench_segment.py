@@ -1,6 +1,6 @@
 """spectral_clustering against scikit-learn's SpectralClustering(affinity=
 "precomputed") on n = 200, 500, 2,000 (both assign_labels), same run; target
-(issue 3): at least 10x faster at every size, with the same labels.
+at least 10x faster at every size, with the same labels.
 
 segment() on 2,000 blocks (target: under 50 ms) for a few ways of asking:
 10 and 50 segments, and target_tokens under a max_tokens cap; a numpy

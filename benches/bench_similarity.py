@@ -1,6 +1,6 @@
 """cosine_similarity on 2,000 x 384 float32 (MiniLM-sized rows) against
 scikit-learn's cosine_similarity and numpy's normalise-then-matmul (the BLAS
-limit), same run. Targets (issue 3): no slower than scikit-learn, within 1.5x
+limit), same run. Targets: no slower than scikit-learn, within 1.5x
 of numpy. BM25 scoring against a pure-Python transcription.
 
 Top-k search on 100,000 x 384 float32 unit rows, k = 10, one query and 64

@@ -528,7 +528,7 @@ def test_failed_write_leaves_nothing_behind(store) -> None:
 
 
 def test_embedder_cache_persists_in_the_store(tmp_path) -> None:
-    """Issue 4's embedding cache through the memory store: a second Embedder
+    """The embedding cache through the memory store: a second Embedder
     (a restarted process) on the same database runs no inference."""
     from ctxfold import Embedder
 

@@ -1,4 +1,4 @@
-"""Issue 6, "How it is checked": isolation, durability and bad input, run
+"""Isolation, durability and bad input, run
 against both backends (SQLite in tmp_path; PostgreSQL on the server the test
 run starts itself, one fresh database per test: see tests/pg_server.py and the
 `pg_fresh_dsn` fixture in conftest.py).
