@@ -77,6 +77,20 @@ class _Segment(msgspec.Struct):
         return self.tokens / self.source_tokens if self.source_tokens else 1.0
 
 
+class Turn(msgspec.Struct):
+    """One call of a session: the parsed input and what every step reads of it."""
+
+    items: list[Any]
+    query: str
+    current: int
+    """Where the current turn starts (the last user message)."""
+    repairs: list[Any]
+    new: bool
+    """Whether the current turn started in this call (its quote is chosen now)."""
+    scores: Any = None
+    """The engine's value of each message for the question, once a quote needs it."""
+
+
 class CacheAwareSession:
     """Fits one growing conversation turn after turn, keeping a stable prefix.
 
@@ -143,7 +157,7 @@ class CacheAwareSession:
         started = time.perf_counter()
         engine = self.engine
         budget = engine._budget(budget)
-        items, _ = parse_with_repairs(
+        items, repairs = parse_with_repairs(
             messages, engine.tokenizer, system=system, cache=engine.cache, on_invalid=engine.config.on_invalid
         )
         query = engine._query(items, query)
@@ -155,26 +169,25 @@ class CacheAwareSession:
             self._key, before = key, 0
         current = _current_start(items)
         # A quote is chosen once per turn: a later call of the same turn keeps it, so its prefix stays put.
-        self._turn_is_new = current >= len(self._inputs) or self._quoted[0] != current
-        scores = self._scores(items, query)
+        turn = Turn(items, query, current, repairs, new=current >= len(self._inputs) or self._quoted[0] != current)
         total = self._tokens() + sum(it.tokens for it in items[self._end():]) + REPLY_PRIMING
         if reason is None:
             grown = sum(it.tokens for it in items[len(self._inputs):])
             self._growth = grown if self._growth is None else (self._growth + grown) / 2
         if total > budget:
             reason = reason or f"the prefix and the new messages ({total} tokens) exceed the budget"
-        elif self._quote(items, scores, current, room=budget)[1] > budget - total:
+        elif self._quote(turn, room=budget)[1] > budget - total:
             reason = reason or "the messages the question needs do not fit beside the prefix"
         elif reason is None and self._worth_compacting(items, budget, current, total):
             reason = "compacting now saves more before the prefix would overflow than the cache it discards"
         else:
             cache = CacheReport(kept=reason is None, reason=reason or "the prefix and the new messages fit",
                                 prefix_tokens=before)
-            return self._finish(items, scores, current, None, cache, budget, started)
+            return self._finish(turn, None, cache, budget, started)
         compacted = self._compact(items, query, budget, current)
         before = min(before, sum(s.tokens for s in self._segments[:-1]))
         cache = CacheReport(kept=False, reason=reason, prefix_tokens=before)
-        return self._finish(items, scores, current, compacted, cache, budget, started)
+        return self._finish(turn, compacted, cache, budget, started)
 
     # -- compaction ---------------------------------------------------------------------
 
@@ -217,10 +230,11 @@ class CacheAwareSession:
 
     # -- the context ----------------------------------------------------------------------
 
-    def _finish(self, items, scores, current, report, cache, budget, started) -> ContextResult:
+    def _finish(self, turn: Turn, report: Report | None, cache: CacheReport, budget: int, started: float) -> ContextResult:
         """The segments, the messages after them, and the quote of what the
         question needs (before the current turn); all but the quote is the
         prefix the next call keeps."""
+        items, current = turn.items, turn.current
         end = self._end()
         tail = items[end:]
         self._inputs = [(it.id, it.message) for it in items]
@@ -234,8 +248,8 @@ class CacheAwareSession:
         messages = [m for s in self._segments for m in s.messages] + [it.message for it in tail]
         breakpoint_at = len(messages) - 1
         room = budget - prefix - REPLY_PRIMING
-        if report is not None or self._turn_is_new:
-            quote, quote_tokens, quoted = self._quote(items, scores, current, room=room)
+        if report is not None or turn.new:
+            quote, quote_tokens, quoted = self._quote(turn, room=room)
             self._quoted = (current, quote, quote_tokens, quoted)
         else:
             _, quote, quote_tokens, quoted = self._quoted if self._quoted[2] <= room else (current, None, 0, [])
@@ -254,34 +268,38 @@ class CacheAwareSession:
         tokens_in = sum(it.tokens for it in items) + REPLY_PRIMING
         if report is None:
             report = Report(strategy="prefix", budget=budget, tokens_in=tokens_in, tokens_out=tokens, counts=counts,
-                            timings_ms=elapsed, highlights=highlights, cache=cache)
+                            timings_ms=elapsed, highlights=highlights, cache=cache, repairs=turn.repairs)
         else:
+            # The compaction's own report speaks of one segment: its strategy and warnings stay, the rest is the whole.
             report = msgspec.structs.replace(
                 report, budget=budget, tokens_in=tokens_in, tokens_out=tokens, counts=counts,
-                timings_ms={**report.timings_ms, **elapsed}, highlights=highlights, cache=cache,
+                timings_ms={**report.timings_ms, **elapsed}, highlights=highlights, cache=cache, repairs=turn.repairs,
             )
         return ContextResult(messages=copy.deepcopy(messages), tokens=tokens, items=results, report=report,
                              cache_breakpoint=breakpoint_at if breakpoint_at >= 0 else None)
 
-    def _scores(self, items: list[Any], query: str) -> Any:
-        """The engine's value of each message for `query`, when a quote may need it."""
-        if not self.recall_top or not self._segments:
-            return None
-        from ctxfold.scoring import score_items
+    def _scores(self, turn: Turn) -> Any:
+        """The engine's value of each message of `turn` for its question (computed once)."""
+        if turn.scores is None:
+            from ctxfold.scoring import score_items
 
-        engine = self.engine
-        scores, _ = score_items(items, query, engine.config.weights, engine.config.half_life_turns,
-                                engine.embedder, engine.cache)
-        return scores
+            engine = self.engine
+            turn.scores, _ = score_items(turn.items, turn.query, engine.config.weights, engine.config.half_life_turns,
+                                         engine.embedder, engine.cache)
+        return turn.scores
 
-    def _quote(self, items, scores, current, *, room: int) -> tuple[dict[str, Any] | None, int, list[int]]:
+    def _quote(self, turn: Turn, *, room: int) -> tuple[dict[str, Any] | None, int, list[int]]:
         """One user message quoting those of the `recall_top` messages the
         engine values most that the segments hold only in part or not at all,
         most valued first while they fit `room` tokens."""
+        items, current = turn.items, turn.current
         end = self._end()
-        if scores is None or current < end or current >= len(items) or room <= 0:
+        if not self.recall_top or not self._segments or current < end or current >= len(items) or room <= 0:
             return None, 0, []
         missing = {r.index for s in self._segments for r in s.results if r.status != "kept"}
+        if not missing:
+            return None, 0, []
+        scores = self._scores(turn)
         top = sorted(range(current), key=lambda i: -float(scores[i]))[: self.recall_top]
         chosen: list[int] = []
         quote, cost = None, 0
