@@ -142,7 +142,7 @@ class CacheAwareSession:
         self._key: tuple[int, str | None] | None = None
         self._sent = 0
         self._growth: float | None = None
-        self._quoted: tuple[int, dict[str, Any] | None, int, list[int]] = (-1, None, 0, [])
+        self._quoted: tuple[Any, ...] = (-1, None, 0, [])
 
     def optimize(
         self,
@@ -174,16 +174,18 @@ class CacheAwareSession:
         if reason is None:
             grown = sum(it.tokens for it in items[len(self._inputs):])
             self._growth = grown if self._growth is None else (self._growth + grown) / 2
+        # The quote this call would send: chosen now for a new turn, else the one the turn already has.
+        wanted = self._quote(turn, room=budget) if turn.new else self._quoted[1:]
         if total > budget:
             reason = reason or f"the prefix and the new messages ({total} tokens) exceed the budget"
-        elif self._quote(turn, room=budget)[1] > budget - total:
+        elif wanted[1] > budget - total:
             reason = reason or "the messages the question needs do not fit beside the prefix"
         elif reason is None and self._worth_compacting(items, budget, current, total):
             reason = "compacting now saves more before the prefix would overflow than the cache it discards"
         else:
             cache = CacheReport(kept=reason is None, reason=reason or "the prefix and the new messages fit",
                                 prefix_tokens=before)
-            return self._finish(turn, None, cache, budget, started)
+            return self._finish(turn, None, cache, budget, started, quote=wanted)
         compacted = self._compact(items, query, budget, current)
         before = min(before, sum(s.tokens for s in self._segments[:-1]))
         cache = CacheReport(kept=False, reason=reason, prefix_tokens=before)
@@ -230,10 +232,12 @@ class CacheAwareSession:
 
     # -- the context ----------------------------------------------------------------------
 
-    def _finish(self, turn: Turn, report: Report | None, cache: CacheReport, budget: int, started: float) -> ContextResult:
+    def _finish(self, turn: Turn, report: Report | None, cache: CacheReport, budget: int, started: float,
+                quote: tuple[dict[str, Any] | None, int, list[int]] | None = None) -> ContextResult:
         """The segments, the messages after them, and the quote of what the
-        question needs (before the current turn); all but the quote is the
-        prefix the next call keeps."""
+        question needs (before the current turn; `quote` when it was chosen
+        before a compaction was ruled out, else chosen here); all but the quote
+        is the prefix the next call keeps."""
         items, current = turn.items, turn.current
         end = self._end()
         tail = items[end:]
@@ -247,16 +251,14 @@ class CacheAwareSession:
         self._sent = prefix
         messages = [m for s in self._segments for m in s.messages] + [it.message for it in tail]
         breakpoint_at = len(messages) - 1
-        room = budget - prefix - REPLY_PRIMING
-        if report is not None or turn.new:
-            quote, quote_tokens, quoted = self._quote(turn, room=room)
-            self._quoted = (current, quote, quote_tokens, quoted)
-        else:
-            _, quote, quote_tokens, quoted = self._quoted if self._quoted[2] <= room else (current, None, 0, [])
+        if quote is None:  # after a compaction: the segments changed, so does what they lost
+            quote = self._quote(turn, room=budget - prefix - REPLY_PRIMING)
+        self._quoted = (current, *quote)
+        quote_message, quote_tokens, quoted = quote
         highlights = [f"prefix: {cache.prefix_tokens} tokens kept as before, {len(tail)} message(s) after the last compaction"]
-        if quote is not None:
+        if quote_message is not None:
             at = len(messages) - (len(items) - current)
-            messages.insert(at, quote)
+            messages.insert(at, quote_message)
             breakpoint_at = at - 1
             for i in quoted:
                 results[i] = msgspec.structs.replace(
