@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
+import ctxfold
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -339,7 +341,7 @@ def test_semantic_layer_uses_the_embedder() -> None:
         def __init__(self) -> None:
             self.calls = 0
 
-        def encode(self, texts):
+        def embed(self, texts):
             self.calls += 1
             return np.array([[1.0, 0.0] if "zebra" in t or "striped" in t else [0.0, 1.0] for t in texts], np.float32)
 
@@ -352,6 +354,23 @@ def test_semantic_layer_uses_the_embedder() -> None:
     assert res.items[5].layers["semantic"] == 1.0 and lexical.items[5].layers["semantic"] == 0.0
 
 
+def test_the_onnx_embedder_plugs_into_the_engine() -> None:
+    """Every embedder has one method, `embed`, and the engine calls that."""
+    msgs = [{"role": "user", "content": f"note {i} about the weather"} for i in range(6)]
+    msgs.append({"role": "user", "content": "what did I say about rain?"})
+    res = ContextEngine(encoding="cl100k_base", embedder=ctxfold.Embedder()).optimize(msgs, budget=40)
+    assert res.tokens <= 40
+
+
+def test_an_embedder_without_embed_is_refused_naming_the_fix() -> None:
+    class EncodeOnly:
+        def encode(self, texts):
+            return [[1.0]] * len(texts)
+
+    with pytest.raises(ctxfold.InvalidTypeError, match=r"embedder: EncodeOnly has no embed\(\) method"):
+        ContextEngine(encoding="cl100k_base", embedder=EncodeOnly())
+
+
 def test_semantic_layer_takes_the_stronger_of_lexical_and_dense() -> None:
     """A paraphrase the dense signal finds ranks with the best lexical hit,
     however many messages BM25 matches (max of the standardised scores, not
@@ -361,7 +380,7 @@ def test_semantic_layer_takes_the_stronger_of_lexical_and_dense() -> None:
     from ctxfold.scoring import semantic_layer
 
     class Marker:
-        def encode(self, texts):
+        def embed(self, texts):
             return np.array([[1.0, 0.0] if "physician" in t or "doctors" in t else [0.0, 1.0] for t in texts], np.float32)
 
     texts = [f"we visited the park number {i}" for i in range(30)]
@@ -483,9 +502,9 @@ def test_a_store_keeps_summaries_and_embeddings_across_engines(tmp_path) -> None
             self.inner = StaticEmbedder(weighted=False)
             self.model_id = "static-plain-test"
 
-        def encode(self, texts):
+        def embed(self, texts):
             encoded.extend(texts)
-            return self.inner.encode(texts)
+            return self.inner.embed(texts)
 
     def shorten(prompt: str) -> str:
         summaries.append(prompt)

@@ -545,10 +545,10 @@ def test_cached_embeddings_are_copies_not_views_of_a_batch() -> None:
     from ctxfold.engine_cache import CachingEmbedder
 
     class Embedder:
-        def encode(self, texts):
+        def embed(self, texts):
             return np.ones((len(texts), 8), dtype=np.float32)
 
     cache = EngineCache(max_bytes=1 << 20)
-    CachingEmbedder(Embedder(), cache.embeddings).encode(["a", "b", "c"])
+    CachingEmbedder(Embedder(), cache.embeddings).embed(["a", "b", "c"])
     vector = cache.embeddings.get("b")
     assert vector is not None and vector.base is None and vector.shape == (8,)

@@ -92,6 +92,11 @@ class ContextEngine:
         self.config = config if config is not None else EngineConfig()
         self.summarizer = summarizer if summarizer is not None else _default_summarizer(self.tokenizer)
         self.archive = Archive(archive_bytes, store=store, scope=scope)
+        if not (embedder is None or (isinstance(embedder, str) and embedder == "static") or callable(getattr(embedder, "embed", None))):
+            raise InvalidTypeError(
+                f"embedder: {type(embedder).__name__} has no embed() method. Fix: pass an object with "
+                "embed(list[str]) -> (n, d) array (e.g. ctxfold.Embedder()), 'static', or None"
+            )
         self._embedder_spec = embedder
         self._embedder: Any = None
         self.store = store
@@ -232,7 +237,8 @@ class ContextEngine:
         """The dense half of the semantic layer: by default the static MiniLM
         table with its frequency weights (the better ranker on its own, which
         is how the semantic layer uses it, beside BM25), loaded on first use;
-        `embedder=None` keeps scoring lexical, any object with `encode` works."""
+        `embedder=None` keeps scoring lexical; any object with
+        `embed(list[str]) -> (n, d) array` works."""
         if self._embedder is None and self._embedder_spec is not None:
             if self._embedder_spec == "static":
                 from ctxfold.static_embed import StaticEmbedder

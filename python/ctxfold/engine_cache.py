@@ -252,8 +252,8 @@ def _structure_bytes(key: tuple[str, str | None, str], value: float) -> int:
 
 
 class CachingEmbedder:
-    """Wraps an embedder (`encode(list[str]) -> (n, d) array`): texts seen
-    before are not encoded again."""
+    """Wraps an embedder (`embed(list[str]) -> (n, d) array`): texts seen
+    before are not embedded again."""
 
     def __init__(self, embedder: Any, cache: Lru[str, np.ndarray], model_name: str = "", store: Any = None) -> None:
         self.embedder = embedder
@@ -261,14 +261,14 @@ class CachingEmbedder:
         self.model_name = model_name or type(embedder).__name__
         self.store = store
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
         found: list[np.ndarray | None] = [self.cache.get(t) for t in texts]
         missing = [i for i, v in enumerate(found) if v is None]
         if missing and self.store is not None:
             self._from_store(texts, found, missing)
             missing = [i for i, v in enumerate(found) if v is None]
         if missing:
-            fresh = np.asarray(self.embedder.encode([texts[i] for i in missing]), dtype=np.float32)
+            fresh = np.asarray(self.embedder.embed([texts[i] for i in missing]), dtype=np.float32)
             for i, vector in zip(missing, fresh):
                 # A copy: a row view would keep the whole batch alive, unaccounted.
                 found[i] = vector = vector.copy()
@@ -281,7 +281,6 @@ class CachingEmbedder:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack(found)  # type: ignore[arg-type]
 
-    embed = encode
 
     def _from_store(self, texts: Sequence[str], found: list[np.ndarray | None], missing: list[int]) -> None:
         hashes = [content_hash(texts[i]) for i in missing]

@@ -135,7 +135,7 @@ def semantic_layer(texts: list[str], query: str, embedder: Any = None, cache: En
     cache = cache if cache is not None else EngineCache()
     scores = bm25_scores(cache.terms_of(texts, Bm25.tokenize), query)
     if embedder is not None and len(texts) > 1:
-        vectors = np.asarray(embedder.encode([query, *texts]), dtype=np.float32)
+        vectors = np.asarray(embedder.embed([query, *texts]), dtype=np.float32)
         dense = vectors[1:] @ vectors[0]
         scores = np.clip(np.maximum(_standardised(scores), _standardised(dense.astype(np.float64))), 0, None)
     best = scores.max()

@@ -170,7 +170,6 @@ class StaticEmbedder:
         result: FloatArray = out
         return result
 
-    encode = embed
     __call__ = embed
 
     async def aembed(self, texts: str | Sequence[str]) -> FloatArray:

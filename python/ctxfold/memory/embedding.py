@@ -35,10 +35,10 @@ def default_embedder() -> Any:
 
 
 def embed_texts(embedder: Any, texts: list[str]) -> FloatArray:
-    fn = getattr(embedder, "embed", None) or getattr(embedder, "encode", None)
-    if fn is None:
+    fn = getattr(embedder, "embed", None)
+    if not callable(fn):
         raise InvalidInputError(
-            f"embedder: {type(embedder).__name__} has no embed() or encode() method. "
+            f"embedder: {type(embedder).__name__} has no embed() method. "
             "Fix: pass an object with embed(list[str]) -> (n, d) array, or omit embedder="
         )
     out = np.asarray(fn(texts), dtype=np.float32)
