@@ -133,15 +133,16 @@ __getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 
 if TYPE_CHECKING:
-    from ctxfold.adapters import from_anthropic, to_anthropic
-    from ctxfold.archive import RecallTool, recall_tool
-    from ctxfold.config import EngineConfig
-    from ctxfold.embed import Embedder, EmbeddingCache, MemoryEmbeddingCache
-    from ctxfold.compress import CompressedChunk, CompressionResult, compress
-    from ctxfold.engine import ContextEngine, HeadTailSummarizer
-    from ctxfold.extractive import ExtractiveSummarizer
-    from ctxfold.incremental import CacheAwareSession, CachePricing
-    from ctxfold.memory import ConversationStore, Memory, MemoryStore, PostgresStore, Scope, SqliteStore
-    from ctxfold.static_embed import StaticEmbedder
-    from ctxfold.summarize import BaseSummarizer, CallableSummarizer, OnnxSeq2SeqSummarizer, Summarizer
-    from ctxfold.types import ContextResult, ItemResult, Report
+    # `X as X`: the explicit re-export form type checkers accept for lazy names.
+    from ctxfold.adapters import from_anthropic as from_anthropic, to_anthropic as to_anthropic
+    from ctxfold.archive import RecallTool as RecallTool, recall_tool as recall_tool
+    from ctxfold.config import EngineConfig as EngineConfig
+    from ctxfold.embed import Embedder as Embedder, EmbeddingCache as EmbeddingCache, MemoryEmbeddingCache as MemoryEmbeddingCache
+    from ctxfold.compress import CompressedChunk as CompressedChunk, CompressionResult as CompressionResult, compress as compress
+    from ctxfold.engine import ContextEngine as ContextEngine, HeadTailSummarizer as HeadTailSummarizer
+    from ctxfold.extractive import ExtractiveSummarizer as ExtractiveSummarizer
+    from ctxfold.incremental import CacheAwareSession as CacheAwareSession, CachePricing as CachePricing
+    from ctxfold.memory import ConversationStore as ConversationStore, Memory as Memory, MemoryStore as MemoryStore, PostgresStore as PostgresStore, Scope as Scope, SqliteStore as SqliteStore
+    from ctxfold.static_embed import StaticEmbedder as StaticEmbedder
+    from ctxfold.summarize import BaseSummarizer as BaseSummarizer, CallableSummarizer as CallableSummarizer, OnnxSeq2SeqSummarizer as OnnxSeq2SeqSummarizer, Summarizer as Summarizer
+    from ctxfold.types import ContextResult as ContextResult, ItemResult as ItemResult, Report as Report

@@ -5,7 +5,7 @@ trajectory or active_task items."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import msgspec
@@ -126,7 +126,7 @@ def structural_pass(
         if not keep[i] and it.kind not in NEVER_COMPACT and isinstance(it.message.get("content"), str)
     ]
 
-    def candidates(predicate) -> list[int]:
+    def candidates(predicate: Callable[[int, Item], bool]) -> list[int]:
         return [i for i in eligible if i not in edits and predicate(i, items[i])]
 
     for i in candidates(lambda i, it: it.role == "tool" and it.tokens > max_tool_output_tokens):
@@ -134,9 +134,10 @@ def structural_pass(
             return edits
         apply(i, Edit("summarized", head_tail(items[i].message["content"], max_tool_output_tokens, tokenizer),
                       f"tool output cut to {max_tool_output_tokens} tokens (head + tail)"))
-    stages = [
+    stale = superseded_reads(items)
+    stages: list[tuple[str, Callable[[int, Item], bool]]] = [
         ("stale tool result", lambda i, it: it.kind == "tool_result"),
-        ("superseded file read", lambda i, it, stale=superseded_reads(items): i in stale),
+        ("superseded file read", lambda i, it: i in stale),
         ("debug log", lambda i, it: it.kind == "debug_log"),
         ("intermediate output", lambda i, it: it.kind == "intermediate"),
     ]

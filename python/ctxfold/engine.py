@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import numbers
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxfold._core import Tokenizer
@@ -24,7 +24,7 @@ from ctxfold.render import render
 from ctxfold.scoring import score_items
 from ctxfold.summarize import BaseSummarizer, Summarizer
 from ctxfold.tokens import REPLY_PRIMING, get_tokenizer
-from ctxfold.types import ContextResult, Item, Report
+from ctxfold.types import ContextResult, Item, ItemResult, Report
 
 __all__ = ["ContextEngine", "HeadTailSummarizer"]
 
@@ -33,7 +33,7 @@ class HeadTailSummarizer(BaseSummarizer):
     """The fallback shortener: the head and tail of a text around an omission
     marker (no model, source wording only)."""
 
-    def _summarize_many(self, texts, targets, query):  # type: ignore[override]
+    def _summarize_many(self, texts: list[str], targets: list[int], query: str | None) -> list[str]:
         return [head_tail(t, n, self.tokenizer) for t, n in zip(texts, targets)]
 
 
@@ -105,7 +105,7 @@ class ContextEngine:
 
     def optimize(
         self,
-        messages: Sequence[dict[str, Any]],
+        messages: Sequence[Mapping[str, Any]],
         *,
         query: str | None = None,
         system: str | None = None,
@@ -145,7 +145,7 @@ class ContextEngine:
             items, query, self.config.weights, self.config.half_life_turns, self.embedder, self.cache
         )
         lap("score")
-        strategy = self.config.strategy
+        strategy: str = self.config.strategy
         if strategy == "auto" or tokens_in <= budget:
             strategy = choose_strategy(tokens_in, budget)
         edits: dict[int, Edit] = {}
@@ -189,7 +189,7 @@ class ContextEngine:
 
         return CacheAwareSession(self, pricing=pricing, reserve=reserve, recall_top=recall_top)
 
-    async def aoptimize(self, messages: Sequence[dict[str, Any]], **kwargs: Any) -> ContextResult:
+    async def aoptimize(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ContextResult:
         """`optimize` in a worker thread (the Rust stages release the GIL)."""
         return await asyncio.to_thread(self.optimize, messages, **kwargs)
 
@@ -220,7 +220,7 @@ class ContextEngine:
         `InvalidInputError`."""
         return answer_recall(call, self.archive.get)
 
-    def count(self, messages: Sequence[dict[str, Any]]) -> int:
+    def count(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """`count_messages(messages)` with the engine's tokenizer (per-message
         costs add up, and messages counted before come from the cache)."""
         return REPLY_PRIMING + sum(
@@ -228,7 +228,7 @@ class ContextEngine:
             for it in parse_messages(messages, self.tokenizer, cache=self.cache, on_invalid=self.config.on_invalid)
         )
 
-    def should_compact(self, messages: Sequence[dict[str, Any]]) -> bool:
+    def should_compact(self, messages: Sequence[Mapping[str, Any]]) -> bool:
         """True once the messages take more than `compact_threshold` of the model's window."""
         return self.count(messages) > self.config.compact_threshold * self.config.context_window
 
@@ -251,7 +251,10 @@ class ContextEngine:
 
     # -- helpers ---------------------------------------------------------------------
 
-    def _with_layers(self, messages, system, items, layers, budget):
+    def _with_layers(
+        self, messages: Sequence[Mapping[str, Any]], system: str | None, items: list[Item],
+        layers: Mapping[str, Any], budget: int,
+    ) -> tuple[list[Item], dict[str, int]]:
         """The items again with one pinned system message per layer inserted
         after the leading system messages (system -> memory -> knowledge -> history)."""
         last_user = next((it for it in reversed(items) if it.role == "user"), None)
@@ -290,7 +293,7 @@ class ContextEngine:
             return query
         return next((it.text for it in reversed(items) if it.role == "user"), "")
 
-    def _archive_changed(self, items: Sequence[Item], results) -> None:
+    def _archive_changed(self, items: Sequence[Item], results: Sequence[ItemResult]) -> None:
         # Copies (made by the archive), so later edits of the caller's dicts
         # cannot change what `restore` returns.
         self.archive.put_many((it.id, it.source) for it, res in zip(items, results) if res.status != "kept")

@@ -176,7 +176,7 @@ class Lru(Generic[K, V]):
         """The value without counting a hit or refreshing its recency."""
         with self.pool.lock:
             found = self.pool._data.get((self._tag, key))
-        return None if found is None else found[0]  # type: ignore[no-any-return]
+        return None if found is None else found[0]
 
     def put(self, key: K, value: V, size: int | None = None) -> bool:
         """Keep `value` under `key` (most recent); False if it is larger than
@@ -288,8 +288,8 @@ class CachingEmbedder:
         for i, h in zip(missing, hashes):
             vector = stored.get(h)
             if vector is not None:
-                found[i] = np.asarray(vector, dtype=np.float32)
-                self.cache.put(texts[i], found[i])
+                found[i] = row = np.asarray(vector, dtype=np.float32)
+                self.cache.put(texts[i], row)
 
 
 class EngineCache:

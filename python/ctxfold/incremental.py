@@ -16,7 +16,7 @@ import copy
 import math
 import numbers
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -116,6 +116,11 @@ class CacheAwareSession:
     another budget or system prompt, starts afresh.
     """
 
+    engine: ContextEngine
+    pricing: CachePricing
+    reserve: float
+    recall_top: int
+
     def __init__(
         self, engine: ContextEngine, *, pricing: CachePricing | None = None, reserve: float = 0.25,
         recall_top: int = 8,
@@ -146,7 +151,7 @@ class CacheAwareSession:
 
     def optimize(
         self,
-        messages: Sequence[dict[str, Any]],
+        messages: Sequence[Mapping[str, Any]],
         *,
         query: str | None = None,
         system: str | None = None,
@@ -327,7 +332,7 @@ class CacheAwareSession:
         if saved <= 0:
             return False
         turns = (budget - total) / self._growth
-        return saved * self.pricing.read * turns > segment * (self.pricing.write - self.pricing.read)
+        return bool(saved * self.pricing.read * turns > segment * (self.pricing.write - self.pricing.read))
 
     def _end(self) -> int:
         return self._segments[-1].end if self._segments else 0

@@ -10,6 +10,7 @@ what rendering it costs."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -82,7 +83,8 @@ def message_values(scores: np.ndarray) -> np.ndarray:
     to the power SCORE_POWER (plus a hair so that everything is worth keeping
     when there is room)."""
     clipped = np.clip(scores, 0, None)
-    return (clipped / max(float(clipped.max(initial=0.0)), 1e-12)) ** SCORE_POWER + 1e-6
+    values: np.ndarray = (clipped / max(float(clipped.max(initial=0.0)), 1e-12)) ** SCORE_POWER + 1e-6
+    return values
 
 
 def tool_groups(items: Sequence[Item]) -> np.ndarray:
@@ -286,7 +288,7 @@ def plan_items(
     marker_cost = _system_message_cost(gap_marker(n), tokenizer) if gap_markers else 0
     reserve = 0
 
-    def solve() -> tuple[np.ndarray, dict]:
+    def solve() -> tuple[np.ndarray, Any]:
         return select_options(
             np.vstack([costs[rows], chunk_costs]), np.vstack([values[rows], chunk_values]), room - reserve,
             protected=np.concatenate([hard[rows], np.zeros(len(chunks), dtype=bool)]),

@@ -224,8 +224,8 @@ def cross_reference_layer(items: Sequence[Item], semantic: np.ndarray) -> np.nda
         if it.role == "user" and i + 1 < len(items) and items[i + 1].role == "assistant":
             out[i] = max(out[i], semantic[i + 1])
             out[i + 1] = max(out[i + 1], semantic[i])
-        call_id = it.message.get("tool_call_id")
-        for j in by_call.get(call_id, []) if call_id else []:
+        result_of = it.message.get("tool_call_id")
+        for j in by_call.get(result_of, []) if isinstance(result_of, str) else []:
             out[j] = max(out[j], semantic[i])
             out[i] = max(out[i], semantic[j])
     return out

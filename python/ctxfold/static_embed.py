@@ -230,7 +230,7 @@ def _tokenizer_path(model_dir: Path, config: dict[str, Any], models_dir: str | o
 
 def _load_array(path: Path, dtype: type[np.generic], ndim: int) -> npt.NDArray[Any]:
     try:
-        array = np.load(path, allow_pickle=False)
+        array: npt.NDArray[Any] = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as e:
         raise ModelError(f"{path} is not a readable .npy file: {e}. Fix: reinstall ctxfold (pip install --force-reinstall ctxfold) to restore the shipped model") from e
     if array.dtype != dtype or array.ndim != ndim:

@@ -110,7 +110,7 @@ class Report(msgspec.Struct, kw_only=True):
         return self.tokens_in / self.tokens_out if self.tokens_out else float("inf")
 
     def to_dict(self) -> dict[str, Any]:
-        data = msgspec.to_builtins(self)
+        data: dict[str, Any] = msgspec.to_builtins(self)
         data["compression_ratio"] = round(self.compression_ratio, 4)
         return data
 
