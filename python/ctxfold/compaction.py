@@ -12,14 +12,13 @@ import msgspec
 
 from ctxfold._core import Tokenizer
 from ctxfold.tokens import message_costs
-from ctxfold.types import Item
+from ctxfold.types import STATE_KINDS, Item
 
 __all__ = [
-    "head_tail", "placeholder", "NEVER_COMPACT", "CLEARABLE_KINDS", "superseded_reads", "later_copies", "structural_pass",
+    "head_tail", "placeholder", "CLEARABLE_KINDS", "superseded_reads", "later_copies", "structural_pass",
     "apply_edits", "Edit",
 ]
 
-NEVER_COMPACT = frozenset({"decision", "quality_gate", "trajectory", "active_task"})
 #: What may be cleared to a placeholder, in the order it is cleared.
 CLEARABLE_KINDS = ("tool_result", "file_read", "debug_log", "intermediate")
 _PATH = re.compile(r"[\w.~-]*(?:/[\w.-]+)+")
@@ -123,7 +122,7 @@ def structural_pass(
         return edits
     eligible = [
         i for i, it in enumerate(items)
-        if not keep[i] and it.kind not in NEVER_COMPACT and isinstance(it.message.get("content"), str)
+        if not keep[i] and it.kind not in STATE_KINDS and isinstance(it.message.get("content"), str)
     ]
 
     def candidates(predicate: Callable[[int, Item], bool]) -> list[int]:

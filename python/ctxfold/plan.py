@@ -16,13 +16,13 @@ import msgspec
 import numpy as np
 
 from ctxfold._core import Tokenizer, select_options
-from ctxfold.compaction import CLEARABLE_KINDS, NEVER_COMPACT, later_copies, placeholder
+from ctxfold.compaction import CLEARABLE_KINDS, later_copies, placeholder
 from ctxfold.config import EngineConfig
 from ctxfold.engine_cache import EngineCache
 from ctxfold.errors import BudgetError
 from ctxfold.multilevel import CHUNK_SIZE, LEVEL2_SHARE, Chunk, chunk_marker, make_chunks, movable_for_chunks
 from ctxfold.tokens import REPLY_PRIMING, count_messages
-from ctxfold.types import Item
+from ctxfold.types import STATE_KINDS, Item
 
 __all__ = [
     "Plan", "plan_items", "choose_strategy", "zones", "pull_in_neighbours", "current_turn", "count_gap_markers",
@@ -262,7 +262,7 @@ def plan_items(
             continue
         ratio = min(config.summary_ratio, 0.15) if zone[i] == "heavy" else config.summary_ratio
         target = max(config.min_summary_tokens, int(text_tokens[i] * ratio))
-        if zone[i] != "key" and text_tokens[i] > target + marker + SEAM_SLACK and it.kind not in NEVER_COMPACT:
+        if zone[i] != "key" and text_tokens[i] > target + marker + SEAM_SLACK and it.kind not in STATE_KINDS:
             targets[i] = target
             cost[SUMMARY] = it.tokens - text_tokens[i] + marker + target + SEAM_SLACK
             value[SUMMARY] = SOFT_PRESENT + b * SUMMARY_SHARE if is_soft else b * SUMMARY_SHARE

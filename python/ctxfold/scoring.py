@@ -29,7 +29,7 @@ import numpy as np
 from ctxfold._core import Bm25, decay_weights
 from ctxfold.engine_cache import EngineCache
 from ctxfold.entities import extract_entities
-from ctxfold.types import LAYER_NAMES, Item
+from ctxfold.types import LAYER_NAMES, STATE_KINDS, Item
 
 __all__ = ["score_items", "recency_applies", "LAYER_NAMES"]
 
@@ -53,7 +53,6 @@ _ABOUT_ASSISTANT = re.compile(
     r"|our (previous|last|earlier|past) (conversation|chat|discussion)|we (talked|discussed|spoke|chatted))\b",
     re.I,
 )
-_PROTECTED_KINDS = {"decision", "quality_gate", "trajectory", "active_task"}
 # A question ("?", or opening with a question word) asks for facts wherever
 # they are in the history: no recency pull, unless it points at the present
 # or at what was just said ("now", "currently", "this error", "above").
@@ -203,7 +202,7 @@ def structure_layer(items: Sequence[Item], cache: EngineCache | None = None) -> 
 
 def _structure_score(it: Item) -> float:
     value = _ROLE_WEIGHT.get(it.role, 0.5)
-    if it.kind in _PROTECTED_KINDS:
+    if it.kind in STATE_KINDS:
         value = 1.0
     for pattern, bonus in _STRUCTURE_CUES:
         if pattern.search(it.text):

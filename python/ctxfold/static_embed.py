@@ -143,7 +143,7 @@ class StaticEmbedder:
             raise ModelError(
                 f"static model {self.path} does not fit its tokenizer {self.tokenizer_path}: {e}. "
                 "Fix: use the tokenizer the table was built with, or rebuild the table for this tokenizer "
-                "(scripts/build_static_table.py in ctxfold's source repository)."
+                "(the recipe is in the README beside the shipped table)."
             ) from e
 
     @property
