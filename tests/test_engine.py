@@ -377,7 +377,7 @@ def test_semantic_layer_takes_the_stronger_of_lexical_and_dense() -> None:
     their sum)."""
     import numpy as np
 
-    from ctxfold.scoring import semantic_layer
+    from ctxfold.engine.scoring import semantic_layer
 
     class Marker:
         def embed(self, texts):
@@ -392,8 +392,8 @@ def test_semantic_layer_takes_the_stronger_of_lexical_and_dense() -> None:
 
 
 def test_intent_layer_favours_the_assistant_for_recall_questions() -> None:
-    from ctxfold.conversation import parse_messages
-    from ctxfold.scoring import intent_layer
+    from ctxfold.engine.messages import parse_messages
+    from ctxfold.engine.scoring import intent_layer
 
     items = parse_messages([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], ENGINE.tokenizer)
     recall = intent_layer(items, "Can you remind me of the name of the restaurant I asked about?")
@@ -404,7 +404,7 @@ def test_intent_layer_favours_the_assistant_for_recall_questions() -> None:
 
 
 def test_neighbour_expansion_pulls_in_the_question_a_kept_answer_replies_to() -> None:
-    from ctxfold.config import DEFAULT_WEIGHTS
+    from ctxfold.engine.config import DEFAULT_WEIGHTS
 
     msgs = []
     for i in range(30):
@@ -480,8 +480,8 @@ def test_cached_bm25_equals_the_core_index(texts, query) -> None:
     import numpy as np
 
     from ctxfold import Bm25
-    from ctxfold.engine_cache import EngineCache
-    from ctxfold.scoring import bm25_scores
+    from ctxfold.engine.cache import EngineCache
+    from ctxfold.engine.scoring import bm25_scores
 
     cache = EngineCache()
     expected = Bm25(texts).scores(query)
@@ -559,7 +559,7 @@ def test_concurrent_aoptimize_on_one_engine() -> None:
 
 
 def test_a_question_about_the_past_gets_no_recency_pull() -> None:
-    from ctxfold.scoring import recency_applies
+    from ctxfold.engine.scoring import recency_applies
 
     assert not recency_applies("What are Kate's hobbies?")
     assert not recency_applies("How many doctors did I visit last year?")
@@ -575,7 +575,7 @@ def test_a_question_about_the_past_gets_no_recency_pull() -> None:
 def test_entity_layer_weights_an_entity_by_its_rarity() -> None:
     """A speaker's name that starts every message of theirs singles out
     nothing; a place named once does."""
-    from ctxfold.scoring import entity_layer
+    from ctxfold.engine.scoring import entity_layer
 
     texts = [f"{'Kate' if i % 2 == 0 else 'Elise'}: message {i} about the weather" for i in range(20)]
     texts[6] = "Kate: we went to Miami for the weekend"

@@ -25,7 +25,7 @@ from ctxfold import (
     StaticEmbedder,
 )
 from ctxfold.models import locate_model, read_checksums
-from ctxfold.static_embed import STATIC_MODEL_SPEC
+from ctxfold.embed.static import STATIC_MODEL_SPEC
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

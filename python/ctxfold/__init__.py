@@ -53,31 +53,31 @@ from ctxfold.tokens import approximate_tokens, count_messages, get_tokenizer
 #: Public names of the Python layers and the module each comes from.
 _LAZY = {
     # models, embeddings, summarizers
-    "Embedder": "ctxfold.embed",
-    "EmbeddingCache": "ctxfold.embed",
-    "MemoryEmbeddingCache": "ctxfold.embed",
-    "StaticEmbedder": "ctxfold.static_embed",
-    "Summarizer": "ctxfold.summarize",
-    "BaseSummarizer": "ctxfold.summarize",
-    "CallableSummarizer": "ctxfold.summarize",
-    "OnnxSeq2SeqSummarizer": "ctxfold.summarize",
-    "ExtractiveSummarizer": "ctxfold.extractive",
-    "compress": "ctxfold.compress",
-    "CompressionResult": "ctxfold.compress",
-    "CompressedChunk": "ctxfold.compress",
+    "Embedder": "ctxfold.embed.onnx",
+    "EmbeddingCache": "ctxfold.embed.onnx",
+    "MemoryEmbeddingCache": "ctxfold.embed.onnx",
+    "StaticEmbedder": "ctxfold.embed.static",
+    "Summarizer": "ctxfold.summarize.protocol",
+    "BaseSummarizer": "ctxfold.summarize.protocol",
+    "CallableSummarizer": "ctxfold.summarize.callable",
+    "OnnxSeq2SeqSummarizer": "ctxfold.summarize.seq2seq",
+    "ExtractiveSummarizer": "ctxfold.summarize.extractive",
+    "compress": "ctxfold.summarize.compress",
+    "CompressionResult": "ctxfold.summarize.compress",
+    "CompressedChunk": "ctxfold.summarize.compress",
     # the context engine
-    "ContextEngine": "ctxfold.engine",
-    "HeadTailSummarizer": "ctxfold.engine",
-    "EngineConfig": "ctxfold.config",
-    "CacheAwareSession": "ctxfold.incremental",
-    "CachePricing": "ctxfold.incremental",
-    "ContextResult": "ctxfold.types",
-    "ItemResult": "ctxfold.types",
-    "Report": "ctxfold.types",
+    "ContextEngine": "ctxfold.engine.context_engine",
+    "HeadTailSummarizer": "ctxfold.summarize.head_tail",
+    "EngineConfig": "ctxfold.engine.config",
+    "CacheAwareSession": "ctxfold.engine.session",
+    "CachePricing": "ctxfold.engine.session",
+    "ContextResult": "ctxfold.engine.results",
+    "ItemResult": "ctxfold.engine.results",
+    "Report": "ctxfold.engine.results",
     "from_anthropic": "ctxfold.adapters",
     "to_anthropic": "ctxfold.adapters",
-    "recall_tool": "ctxfold.archive",
-    "RecallTool": "ctxfold.archive",
+    "recall_tool": "ctxfold.engine.archive",
+    "RecallTool": "ctxfold.engine.archive",
     # [memory] memory persistence
     "MemoryStore": "ctxfold.memory",
     "SqliteStore": "ctxfold.memory",
@@ -135,14 +135,17 @@ __getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 if TYPE_CHECKING:
     # `X as X`: the explicit re-export form type checkers accept for lazy names.
     from ctxfold.adapters import from_anthropic as from_anthropic, to_anthropic as to_anthropic
-    from ctxfold.archive import RecallTool as RecallTool, recall_tool as recall_tool
-    from ctxfold.config import EngineConfig as EngineConfig
-    from ctxfold.embed import Embedder as Embedder, EmbeddingCache as EmbeddingCache, MemoryEmbeddingCache as MemoryEmbeddingCache
-    from ctxfold.compress import CompressedChunk as CompressedChunk, CompressionResult as CompressionResult, compress as compress
-    from ctxfold.engine import ContextEngine as ContextEngine, HeadTailSummarizer as HeadTailSummarizer
-    from ctxfold.extractive import ExtractiveSummarizer as ExtractiveSummarizer
-    from ctxfold.incremental import CacheAwareSession as CacheAwareSession, CachePricing as CachePricing
+    from ctxfold.engine.archive import RecallTool as RecallTool, recall_tool as recall_tool
+    from ctxfold.engine.config import EngineConfig as EngineConfig
+    from ctxfold.embed.onnx import Embedder as Embedder, EmbeddingCache as EmbeddingCache, MemoryEmbeddingCache as MemoryEmbeddingCache
+    from ctxfold.summarize.compress import CompressedChunk as CompressedChunk, CompressionResult as CompressionResult, compress as compress
+    from ctxfold.engine.context_engine import ContextEngine as ContextEngine
+    from ctxfold.summarize.head_tail import HeadTailSummarizer as HeadTailSummarizer
+    from ctxfold.summarize.extractive import ExtractiveSummarizer as ExtractiveSummarizer
+    from ctxfold.engine.session import CacheAwareSession as CacheAwareSession, CachePricing as CachePricing
     from ctxfold.memory import ConversationStore as ConversationStore, Memory as Memory, MemoryStore as MemoryStore, PostgresStore as PostgresStore, Scope as Scope, SqliteStore as SqliteStore
-    from ctxfold.static_embed import StaticEmbedder as StaticEmbedder
-    from ctxfold.summarize import BaseSummarizer as BaseSummarizer, CallableSummarizer as CallableSummarizer, OnnxSeq2SeqSummarizer as OnnxSeq2SeqSummarizer, Summarizer as Summarizer
-    from ctxfold.types import ContextResult as ContextResult, ItemResult as ItemResult, Report as Report
+    from ctxfold.embed.static import StaticEmbedder as StaticEmbedder
+    from ctxfold.summarize.callable import CallableSummarizer as CallableSummarizer
+    from ctxfold.summarize.protocol import BaseSummarizer as BaseSummarizer, Summarizer as Summarizer
+    from ctxfold.summarize.seq2seq import OnnxSeq2SeqSummarizer as OnnxSeq2SeqSummarizer
+    from ctxfold.engine.results import ContextResult as ContextResult, ItemResult as ItemResult, Report as Report

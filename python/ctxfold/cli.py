@@ -14,13 +14,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxfold.config import STRATEGIES, EngineConfig
-from ctxfold.conversation import parse_messages
-from ctxfold.engine import ContextEngine
+from ctxfold.engine.config import STRATEGIES, EngineConfig
+from ctxfold.engine.messages import parse_messages
+from ctxfold.engine.context_engine import ContextEngine
 from ctxfold.errors import CtxFoldError
 from ctxfold.progress import ProgressBar, Spinner
 from ctxfold.tokens import count_messages, get_tokenizer
-from ctxfold.types import ContextResult, Item
+from ctxfold.engine.results import ContextResult, Item
 
 __all__ = ["main"]
 

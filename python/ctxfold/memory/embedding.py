@@ -28,7 +28,7 @@ def default_embedder() -> Any:
     global _default
     with _lock:
         if _default is None:
-            from ctxfold.static_embed import StaticEmbedder
+            from ctxfold.embed.static import StaticEmbedder
 
             _default = StaticEmbedder()
         return _default

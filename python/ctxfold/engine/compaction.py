@@ -11,38 +11,18 @@ from typing import NamedTuple
 import msgspec
 
 from ctxfold._core import Tokenizer
+from ctxfold.summarize.head_tail import head_tail
 from ctxfold.tokens import message_costs
-from ctxfold.types import STATE_KINDS, Item
+from ctxfold.engine.results import STATE_KINDS, Item
 
 __all__ = [
-    "head_tail", "placeholder", "CLEARABLE_KINDS", "superseded_reads", "later_copies", "structural_pass",
+    "placeholder", "CLEARABLE_KINDS", "superseded_reads", "later_copies", "structural_pass",
     "apply_edits", "Edit",
 ]
 
 #: What may be cleared to a placeholder, in the order it is cleared.
 CLEARABLE_KINDS = ("tool_result", "file_read", "debug_log", "intermediate")
 _PATH = re.compile(r"[\w.~-]*(?:/[\w.-]+)+")
-
-
-def head_tail(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:
-    """`text` cut to its head and tail around an omission marker, at most
-    `max_tokens` tokens in all (the marker included)."""
-    if tokenizer.count_until(text, max_tokens) is not None:
-        return text
-    omitted = tokenizer.count(text)
-    marker = f"\n[... {omitted} tokens omitted ...]\n"
-    room = max(0, max_tokens - tokenizer.count(marker))
-    head = tokenizer.truncate(text, room - room // 3, side="end")
-    tail = tokenizer.truncate(text, room // 3, side="start")
-    out = head + marker + tail
-    while tokenizer.count(out) > max_tokens and (head or tail):
-        # Joining can merge tokens across the seams; give back one token at a time.
-        if len(head) >= len(tail):
-            head = tokenizer.truncate(head, max(0, tokenizer.count(head) - 1))
-        else:
-            tail = tokenizer.truncate(tail, max(0, tokenizer.count(tail) - 1), side="start")
-        out = head + marker + tail
-    return out if tokenizer.count(out) <= max_tokens else tokenizer.truncate(marker.strip(), max_tokens)
 
 
 def placeholder(item: Item, *, tool_name: str | None = None) -> str:

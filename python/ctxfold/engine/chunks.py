@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 
 from ctxfold._core import Tokenizer
-from ctxfold.types import Item
+from ctxfold.engine.results import Item
 
 __all__ = ["Chunk", "make_chunks", "movable_for_chunks", "chunk_marker", "transcript", "CHUNK_SIZE", "LEVEL2_SHARE"]
 

@@ -16,13 +16,13 @@ import msgspec
 import numpy as np
 
 from ctxfold._core import Tokenizer, select_options
-from ctxfold.compaction import CLEARABLE_KINDS, later_copies, placeholder
-from ctxfold.config import EngineConfig
-from ctxfold.engine_cache import EngineCache
+from ctxfold.engine.compaction import CLEARABLE_KINDS, later_copies, placeholder
+from ctxfold.engine.config import EngineConfig
+from ctxfold.engine.cache import EngineCache
 from ctxfold.errors import BudgetError
-from ctxfold.multilevel import CHUNK_SIZE, LEVEL2_SHARE, Chunk, chunk_marker, make_chunks, movable_for_chunks
+from ctxfold.engine.chunks import CHUNK_SIZE, LEVEL2_SHARE, Chunk, chunk_marker, make_chunks, movable_for_chunks
 from ctxfold.tokens import REPLY_PRIMING, count_messages
-from ctxfold.types import STATE_KINDS, Item
+from ctxfold.engine.results import STATE_KINDS, Item
 
 __all__ = [
     "Plan", "plan_items", "choose_strategy", "zones", "pull_in_neighbours", "current_turn", "count_gap_markers",

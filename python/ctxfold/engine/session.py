@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ctxfold.conversation import parse_with_repairs
+from ctxfold.engine.messages import parse_with_repairs
 from ctxfold.errors import BudgetError, InvalidInputError, InvalidTypeError
 from ctxfold.tokens import REPLY_PRIMING, message_costs
-from ctxfold.types import CacheReport, ContextResult, ItemResult, Report
+from ctxfold.engine.results import CacheReport, ContextResult, ItemResult, Report
 
 if TYPE_CHECKING:
-    from ctxfold.engine import ContextEngine
+    from ctxfold.engine.context_engine import ContextEngine
 
 __all__ = ["CachePricing", "CacheAwareSession"]
 
@@ -288,7 +288,7 @@ class CacheAwareSession:
     def _scores(self, turn: Turn) -> Any:
         """The engine's value of each message of `turn` for its question (computed once)."""
         if turn.scores is None:
-            from ctxfold.scoring import score_items
+            from ctxfold.engine.scoring import score_items
 
             engine = self.engine
             turn.scores, _ = score_items(turn.items, turn.query, engine.config.weights, engine.config.half_life_turns,

@@ -12,29 +12,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxfold._core import Tokenizer
-from ctxfold.archive import DEFAULT_ARCHIVE_BYTES, Archive, answer_recall
-from ctxfold.compaction import Edit, apply_edits, head_tail, structural_pass
-from ctxfold.config import EngineConfig
-from ctxfold.conversation import parse_messages, parse_with_repairs
-from ctxfold.engine_cache import DEFAULT_CACHE_BYTES, CachingEmbedder, EngineCache, check_bytes
+from ctxfold.engine.archive import DEFAULT_ARCHIVE_BYTES, Archive, answer_recall
+from ctxfold.engine.compaction import Edit, apply_edits, structural_pass
+from ctxfold.engine.config import EngineConfig
+from ctxfold.engine.messages import parse_messages, parse_with_repairs
+from ctxfold.engine.cache import DEFAULT_CACHE_BYTES, CachingEmbedder, EngineCache, check_bytes
 from ctxfold.errors import InvalidInputError, InvalidTypeError
-from ctxfold.layers import layer_messages
-from ctxfold.plan import KEEP, Plan, choose_strategy, hard_protected, plan_items, soft_protected
-from ctxfold.render import render
-from ctxfold.scoring import score_items
-from ctxfold.summarize import BaseSummarizer, Summarizer
+from ctxfold.engine.layers import layer_messages
+from ctxfold.engine.plan import KEEP, Plan, choose_strategy, hard_protected, plan_items, soft_protected
+from ctxfold.engine.render import render
+from ctxfold.engine.scoring import score_items
+from ctxfold.summarize.protocol import BaseSummarizer, Summarizer
 from ctxfold.tokens import REPLY_PRIMING, get_tokenizer
-from ctxfold.types import ContextResult, Item, ItemResult, Report
+from ctxfold.engine.results import ContextResult, Item, ItemResult, Report
 
-__all__ = ["ContextEngine", "HeadTailSummarizer"]
-
-
-class HeadTailSummarizer(BaseSummarizer):
-    """The fallback shortener: the head and tail of a text around an omission
-    marker (no model, source wording only)."""
-
-    def _summarize_many(self, texts: list[str], targets: list[int], query: str | None) -> list[str]:
-        return [head_tail(t, n, self.tokenizer) for t, n in zip(texts, targets)]
+__all__ = ["ContextEngine"]
 
 
 def _store_scope(store: Any, scope: Any) -> Any:
@@ -185,7 +177,7 @@ class ContextEngine:
         `recall_top`: how many of the messages the engine values most for the
         question are quoted before the current turn when the prefix lost
         them (0: never)."""
-        from ctxfold.incremental import CacheAwareSession
+        from ctxfold.engine.session import CacheAwareSession
 
         return CacheAwareSession(self, pricing=pricing, reserve=reserve, recall_top=recall_top)
 
@@ -241,7 +233,7 @@ class ContextEngine:
         `embed(list[str]) -> (n, d) array` works."""
         if self._embedder is None and self._embedder_spec is not None:
             if self._embedder_spec == "static":
-                from ctxfold.static_embed import StaticEmbedder
+                from ctxfold.embed.static import StaticEmbedder
 
                 embedder = StaticEmbedder(weighted=True)
             else:
@@ -331,7 +323,7 @@ def _highlights(plan: Plan, results: Sequence[Any], largest: int = 3) -> list[st
 def _default_summarizer(tokenizer: Tokenizer) -> Summarizer:
     """The extractive summarizer counting with the engine's own tokenizer (no
     progress bar: the engine is a library call)."""
-    from ctxfold.extractive import ExtractiveSummarizer
+    from ctxfold.summarize.extractive import ExtractiveSummarizer
 
     return ExtractiveSummarizer(tokenizer=tokenizer, progress=False)
 

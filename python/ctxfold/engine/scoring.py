@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from ctxfold._core import Bm25, decay_weights
-from ctxfold.engine_cache import EngineCache
-from ctxfold.entities import extract_entities
-from ctxfold.types import LAYER_NAMES, STATE_KINDS, Item
+from ctxfold.engine.cache import EngineCache
+from ctxfold.text.entities import extract_entities
+from ctxfold.engine.results import LAYER_NAMES, STATE_KINDS, Item
 
 __all__ = ["score_items", "recency_applies", "LAYER_NAMES"]
 

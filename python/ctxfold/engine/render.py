@@ -9,14 +9,15 @@ from typing import Any
 import numpy as np
 
 from ctxfold._core import Tokenizer
-from ctxfold.compaction import Edit, head_tail, placeholder
-from ctxfold.engine_cache import EngineCache, content_hash
-from ctxfold.multilevel import Chunk, chunk_marker
+from ctxfold.engine.compaction import Edit, placeholder
+from ctxfold.summarize.head_tail import head_tail
+from ctxfold.engine.cache import EngineCache, content_hash
+from ctxfold.engine.chunks import Chunk, chunk_marker
 from ctxfold.errors import CtxFoldError
-from ctxfold.plan import CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_MARKER, Plan, gap_marker, hard_protected
-from ctxfold.summarize import Summarizer
+from ctxfold.engine.plan import CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_MARKER, Plan, gap_marker, hard_protected
+from ctxfold.summarize.protocol import Summarizer
 from ctxfold.tokens import REPLY_PRIMING, count_messages, message_costs
-from ctxfold.types import Item, ItemResult, Status
+from ctxfold.engine.results import Item, ItemResult, Status
 
 __all__ = ["render"]
 

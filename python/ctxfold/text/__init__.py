@@ -1,0 +1,1 @@
+"""Text analysis without a model: entities (`entities`)."""
