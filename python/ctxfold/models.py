@@ -33,6 +33,7 @@ __all__ = [
     "read_checksums",
     "sha256_file",
     "onnx_session",
+    "hf_tokenizer",
 ]
 
 MODELS_ENV = "CTXFOLD_MODELS"
@@ -258,3 +259,21 @@ def onnx_session(path: Path, threads: int | None) -> Any:
         raise ModelError(
             f"model file {path} cannot be loaded by onnxruntime: {e}. Fix: re-export or replace the file"
         ) from e
+
+
+def hf_tokenizer(path: Path, truncate_at: int | None, fix: str) -> Any:
+    """A Hugging Face ``tokenizer.json`` that pads nothing (batches are padded
+    by their own longest text) and cuts at `truncate_at` tokens (None: never),
+    with a `ModelError` that names the file and `fix` when it is not one."""
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as e:
+        raise ModelError(f"{path} is not a Hugging Face tokenizer.json: {e}. Fix: {fix}") from e
+    tokenizer.no_padding()
+    if truncate_at is None:
+        tokenizer.no_truncation()
+    else:
+        tokenizer.enable_truncation(truncate_at)
+    return tokenizer

@@ -29,11 +29,14 @@ _LAZY = {
     "ContextResult": "ctxfold.engine.results",
     "ItemResult": "ctxfold.engine.results",
     "Report": "ctxfold.engine.results",
+    "recall_tool": "ctxfold.engine.archive",
+    "RecallTool": "ctxfold.engine.archive",
 }
 __all__ = list(_LAZY)
 __getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 if TYPE_CHECKING:
+    from ctxfold.engine.archive import RecallTool as RecallTool, recall_tool as recall_tool
     from ctxfold.engine.config import EngineConfig as EngineConfig
     from ctxfold.engine.context_engine import ContextEngine as ContextEngine
     from ctxfold.engine.results import ContextResult as ContextResult, ItemResult as ItemResult, Report as Report

@@ -22,13 +22,15 @@ _LAZY = {
     "OnnxSeq2SeqSummarizer": "ctxfold.summarize.seq2seq",
     "HeadTailSummarizer": "ctxfold.summarize.head_tail",
     "compress": "ctxfold.summarize.compress",
+    "CompressionResult": "ctxfold.summarize.compress",
+    "CompressedChunk": "ctxfold.summarize.compress",
 }
 __all__ = list(_LAZY)
 __getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 if TYPE_CHECKING:
     from ctxfold.summarize.callable import CallableSummarizer as CallableSummarizer
-    from ctxfold.summarize.compress import compress as compress
+    from ctxfold.summarize.compress import CompressedChunk as CompressedChunk, CompressionResult as CompressionResult, compress as compress
     from ctxfold.summarize.extractive import ExtractiveSummarizer as ExtractiveSummarizer
     from ctxfold.summarize.head_tail import HeadTailSummarizer as HeadTailSummarizer
     from ctxfold.summarize.protocol import BaseSummarizer as BaseSummarizer, Summarizer as Summarizer

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from ctxfold._core import Tokenizer
-from ctxfold.errors import InvalidInputError, ModelError
-from ctxfold.models import verified_path
+from ctxfold.errors import InvalidInputError
+from ctxfold.models import hf_tokenizer, verified_path
 from ctxfold.summarize.seq2seq_model import GenerationConfig, Seq2SeqModel, generate
 from ctxfold.summarize.callable import template_fields
 from ctxfold.summarize.protocol import BaseSummarizer
@@ -85,7 +84,10 @@ class OnnxSeq2SeqSummarizer(BaseSummarizer):
             raise InvalidInputError(f"max_input_tokens: expected an int of at least 2, got {limit!r}")
         self.max_input_tokens = limit
         self.truncate_input = bool(truncate_input)
-        self._model_tokenizer = _load_model_tokenizer(self.model.model_dir, limit if truncate_input else None)
+        self._model_tokenizer = hf_tokenizer(
+            verified_path(self.model.model_dir, "tokenizer.json", None)[0], limit if truncate_input else None,
+            "re-export the model with optimum-cli",
+        )
         self.generated_tokens = 0  # model tokens generated so far (for throughput reports)
 
     def _summarize_many(self, texts: list[str], targets: list[int], query: str | None) -> list[str]:
@@ -107,21 +109,3 @@ class OnnxSeq2SeqSummarizer(BaseSummarizer):
         out = generate(self.model, ids, config)
         self.generated_tokens += len(out)
         return str(self._model_tokenizer.decode(out, skip_special_tokens=True))
-
-
-def _load_model_tokenizer(model_dir: Any, truncate_at: int | None) -> Any:
-    from tokenizers import Tokenizer as HFTokenizer
-
-    path, _ = verified_path(model_dir, "tokenizer.json", None)
-    try:
-        tokenizer = HFTokenizer.from_file(str(path))
-    except Exception as e:
-        raise ModelError(
-            f"{path} is not a Hugging Face tokenizer.json: {e}. Fix: re-export the model with optimum-cli"
-        ) from e
-    tokenizer.no_padding()
-    if truncate_at is None:
-        tokenizer.no_truncation()
-    else:
-        tokenizer.enable_truncation(truncate_at)
-    return tokenizer
