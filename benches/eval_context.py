@@ -308,6 +308,7 @@ def main() -> int:
     parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "ctxfold-eval")
     parser.add_argument("--json", type=Path, default=None, help="write every record here")
     parser.add_argument("--progress", action="store_true")
+    parser.add_argument("--config", default="", help="EngineConfig fields for the engine, ';'-separated JSON values: protect_last=1;summary_ratio=0.2")
     args = parser.parse_args()
     args.methods = [m for m in args.methods.split(",") if m]
     unknown = set(args.methods) - set(METHODS)
@@ -321,7 +322,8 @@ def main() -> int:
     if not (CHECKS / "common.py").is_file() or not (SHARED / "data" / "conversations").is_dir():
         print(f"skipped: evaluation data or its loaders not found under {SHARED} (set CTXFOLD_SHARED_DATA)")
         return 0
-    engine = ctxfold.ContextEngine(encoding="cl100k_base")
+    overrides = {k: json.loads(v) for k, v in (pair.split("=", 1) for pair in args.config.split(";") if pair)}
+    engine = ctxfold.ContextEngine(encoding="cl100k_base", config=ctxfold.EngineConfig(**overrides))
     baselines = Baselines(args.methods, engine.tokenizer, args.cache_dir)
     out: dict[str, Any] = {}
     for name in sets:
