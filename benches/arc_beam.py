@@ -25,11 +25,16 @@ from eval_context import CHECKS, SHARED  # noqa: E402
 
 def entity_repository(messages):  # type: ignore[no-untyped-def]
     """The chat's `EntityRepository`, or None where this ctxfold has none."""
-    try:
-        from ctxfold.entity_repository import EntityRepository  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    return EntityRepository.from_messages(messages)
+    import importlib
+
+    for module in ("ctxfold.text.entity_repository", "ctxfold.text.entities", "ctxfold.entity_repository"):
+        try:
+            repository = getattr(importlib.import_module(module), "EntityRepository", None)
+        except ImportError:
+            continue
+        if repository is not None:
+            return repository.from_messages(messages)
+    return None
 
 
 def main() -> int:
