@@ -30,7 +30,10 @@ are kept on disk by text under ``--cache-dir`` (a SQLite file), so only the
 first run embeds; ``--json`` writes every figure for comparing runs.
 
     python benches/eval_context.py [--sets lme,oracle,beam,realtalk] [--methods ctxfold,bm25,...]
-                                   [--limit N] [--budgets eighth,fixed] [--json out.json]
+                                   [--limit N] [--budgets eighth,fixed] [--json out.json] [--arc]
+
+``--arc`` runs ctxfold with the conversation arc in the prompt
+(``EngineConfig(conversation_arc=True)``).
 """
 
 from __future__ import annotations
@@ -309,6 +312,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None, help="write every record here")
     parser.add_argument("--progress", action="store_true")
     parser.add_argument("--config", default="", help="EngineConfig fields for the engine, ';'-separated JSON values: protect_last=1;summary_ratio=0.2")
+    parser.add_argument("--arc", action="store_true", help="ctxfold with EngineConfig(conversation_arc=True)")
     args = parser.parse_args()
     args.methods = [m for m in args.methods.split(",") if m]
     unknown = set(args.methods) - set(METHODS)
@@ -323,6 +327,8 @@ def main() -> int:
         print(f"skipped: evaluation data or its loaders not found under {SHARED} (set CTXFOLD_SHARED_DATA)")
         return 0
     overrides = {k: json.loads(v) for k, v in (pair.split("=", 1) for pair in args.config.split(";") if pair)}
+    if args.arc:
+        overrides["conversation_arc"] = True
     engine = ctxfold.ContextEngine(encoding="cl100k_base", config=ctxfold.EngineConfig(**overrides))
     baselines = Baselines(args.methods, engine.tokenizer, args.cache_dir)
     out: dict[str, Any] = {}

@@ -74,6 +74,8 @@ _LAZY = {
     "ContextResult": "ctxfold.engine",
     "ItemResult": "ctxfold.engine",
     "Report": "ctxfold.engine",
+    "ConversationArc": "ctxfold.text.arc",
+    "build_arc": "ctxfold.text.arc",
     "from_anthropic": "ctxfold.adapters",
     "to_anthropic": "ctxfold.adapters",
     "recall_tool": "ctxfold.engine",
@@ -149,3 +151,4 @@ if TYPE_CHECKING:
     from ctxfold.summarize.protocol import BaseSummarizer as BaseSummarizer, Summarizer as Summarizer
     from ctxfold.summarize.seq2seq import OnnxSeq2SeqSummarizer as OnnxSeq2SeqSummarizer
     from ctxfold.engine.results import ContextResult as ContextResult, ItemResult as ItemResult, Report as Report
+    from ctxfold.text.arc import ConversationArc as ConversationArc, build_arc as build_arc

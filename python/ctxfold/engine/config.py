@@ -61,6 +61,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     context_window: int = 128_000
     compact_threshold: float = 0.8
     """`should_compact` is true above this share of `context_window`."""
+    conversation_arc: bool = False
+    """Put the conversation arc (`report.arc.to_text()`: current focus, open
+    questions, pending actions, decisions, earlier topics) in the prompt as
+    the budgeted ``conversation_arc`` layer. Off by default: it spends budget
+    the history would otherwise get. The report carries the arc either way."""
     on_invalid: Literal["repair", "raise"] = "repair"
     """What `optimize` does with malformed messages (orphan tool results,
     unanswered tool calls, duplicate call ids, ``None`` contents): repair them

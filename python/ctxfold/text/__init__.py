@@ -1,1 +1,2 @@
-"""Text analysis without a model: entities (`entities`)."""
+"""Text analysis without a model: entities (`entities`) and the
+conversation arc (`arc`: topics, open questions, decisions, actions)."""
