@@ -320,7 +320,10 @@ def entity_recall(original: str | Sequence[Any], compressed: str | Sequence[Any]
     if not isinstance(compressed, (str, list, tuple)):
         raise InvalidTypeError(f"compressed: expected str or a list of messages, got {type(compressed).__name__}")
     source = _text_of(original, "original")
-    wanted = {m.key for m in extract_mentions(source) if m.type not in CLAUSE_TYPES and not m.weak}
+    mentions = [m for m in extract_mentions(source) if m.type not in CLAUSE_TYPES]
+    strong = {m.key for m in mentions if not m.weak}
+    # A sentence's first word counts when the text names it elsewhere too.
+    wanted = strong | {m.key for m in mentions if m.weak and m.key in strong}
     if not wanted:
         return 1.0
     target = normalise_text(_text_of(compressed, "compressed"))

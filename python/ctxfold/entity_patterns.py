@@ -15,7 +15,7 @@ Hit = tuple[int, int, str]  # start, end, kind
 
 _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _MONTH = (r"(?:january|february|march|april|may|june|july|august|september|october|november|december"
-          r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?")
+          r"|(?:jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?)")
 _ORDINAL = r"\d{1,2}(?:st|nd|rd|th)"
 MONTH_DAY = (rf"(?:{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?"
              rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?:,?\s+\d{{4}})?)")
@@ -190,13 +190,15 @@ PASSES: tuple[Callable[[str, str], Iterator[Hit]], ...] = (_emails, _urls, _path
 def scan(text: str) -> list[Hit]:
     """Non-overlapping atomic hits of ``text``, in order of their start."""
     low = text.lower()
-    hits = [(start, rank, -end, kind) for rank, scan_pass in enumerate(PASSES) for start, end, kind in scan_pass(text, low)]
+    # Earlier passes claim their spans first; a later hit that overlaps a claimed span is dropped.
+    hits = [(rank, start, -end, kind) for rank, scan_pass in enumerate(PASSES) for start, end, kind in scan_pass(text, low)]
     hits.sort()
+    claimed = bytearray(len(text) + 1)
     out: list[Hit] = []
-    last = 0
-    for start, _rank, neg_end, kind in hits:
+    for _rank, start, neg_end, kind in hits:
         end = -neg_end
-        if start >= last and end > start:
+        if end > start and not any(claimed[start:end]):
             out.append((start, end, kind))
-            last = end
+            claimed[start:end] = b"\x01" * (end - start)
+    out.sort()
     return out
