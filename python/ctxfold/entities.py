@@ -148,20 +148,22 @@ _CLAUSES: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
                 r"younger|older|own)\s+)?(?!own\b|way\b|mind\b|best\b|bad\b|pleasure\b|goal\b|name\b)"
                 r"[a-z][a-z-]{2,}\b")),
 ]
+_LOWERED = {p: re.compile(p.pattern.lower()) for _, _, p in _CLAUSES if p.flags & re.I}
 _ORG_WORDS = frozenset(
     """inc inc. ltd ltd. llc corp corp. corporation company co. university college institute foundation bank group
     lab labs technologies systems association agency department ministry school hospital club society gmbh ag plc
     partners studio studios airlines motors""".split()
 )
 _TITLES = frozenset("mr mrs ms miss dr prof professor".split())
-# A name right after one of these words is a person.
-_PERSON_BEFORE = re.compile(
-    r"\b(?:friend|sister|brother|wife|husband|mom|mum|mother|dad|father|son|daughter|boss|manager|colleague|"
-    r"coworker|co-worker|partner|girlfriend|boyfriend|cousin|aunt|uncle|grandma|grandpa|neighbou?r|teacher|"
-    r"doctor|roommate|fiancée?|named|called|with|met|told|asked|thanks?|hi|hey|hello|dear)[ \t]+$", re.I)
-_PERSON_AFTER = re.compile(r"^(?:'s|’s)?[ \t]+(?:said|says|told|tells|asked|asks|thinks|thought|wants|wanted|is my|was my|"
+# A name right after one of these words (or a title) is a person.
+_PERSON_WORDS_BEFORE = frozenset(
+    """friend sister brother wife husband mom mum mother dad father son daughter boss manager colleague coworker
+    co-worker partner girlfriend boyfriend cousin aunt uncle grandma grandpa neighbor neighbour teacher doctor
+    roommate fiance fiancé fiancée named called with met told asked thanks thank hi hey hello dear mr mrs ms miss
+    dr prof professor""".split()
+)
+_PERSON_AFTER = re.compile(r"(?:'s|’s)?[ \t]+(?:said|says|told|tells|asked|asks|thinks|thought|wants|wanted|is my|was my|"
                            r"and I|called|texted|emailed|replied|mentioned|suggested|and his|and her)\b")
-_TITLE_BEFORE = re.compile(r"(?:Mr|Mrs|Ms|Miss|Dr|Prof|Professor)\.?[ \t]+\Z")
 # What can come right before a sentence's first word (after spaces).
 _SENTENCE_OPENERS = frozenset('.!?:\n"“(*#>-')
 _WORD = re.compile(r"\S+")
@@ -188,21 +190,27 @@ def extract_mentions(text: str) -> tuple[Mention, ...]:
         raise InvalidTypeError(f"text: expected str, got {type(text).__name__}; pass the message's text content")
     found: list[Mention] = []
     low = text.lower()
+    # Case-free clauses run on the lower-cased text (faster than IGNORECASE) when lowering kept every offset.
+    same_offsets = len(low) == len(text)
     for kind, needles, pattern in _CLAUSES:
         if not any(n in low for n in needles):
             continue
-        for m in pattern.finditer(text):
+        lowered = _LOWERED.get(pattern) if same_offsets else None
+        for m in lowered.finditer(low) if lowered is not None else pattern.finditer(text):
             if m.start() > 0 and text[m.start() - 1].isalnum():
                 continue
             group = 1 if pattern.groups else 0
             if group and _bare(m.group(1).split()[0]) in STOP_WORDS:
                 continue
-            value = m.group(group).rstrip(" \t")
+            value = text[m.start(group):m.end(group)].rstrip(" \t")
             found.append(Mention(value, kind, m.start(group), m.start(group) + len(value), normalise(value)))
     place_set = places()
     for start, end, kind in scan(text):
         if kind == "name":
-            found.extend(_names(text, text[start:end], start, place_set))
+            run = text[start:end]
+            if " " not in run and "\t" not in run and _bare(run) in STOP_WORDS:
+                continue  # the common case: "The", "It", "I'm" opening a sentence
+            found.extend(_names(text, run, start, place_set))
             continue
         value = text[start:end]
         key = normalise(value.strip("`").removesuffix("()")) if kind == CODE else normalise(value)
@@ -224,6 +232,8 @@ def _names(text: str, run: str, start: int, place_set: frozenset[str]) -> list[M
     """A run of capitalised words: places from the gazetteer (longest first),
     the rest a name; a sentence's first word only when it is a known place
     or part of a longer run, and never a stop word."""
+    if " " not in run and "\t" not in run:
+        return [_single_name(text, run, start, place_set)]
     words = [(m.group(0), start + m.start()) for m in _WORD.finditer(run)]
     while words and (_bare(words[0][0]) in STOP_WORDS or words[0][0].lower() in _TITLES):
         words.pop(0)
@@ -272,6 +282,17 @@ def _names(text: str, run: str, start: int, place_set: frozenset[str]) -> list[M
     return out
 
 
+def _single_name(text: str, word: str, start: int, place_set: frozenset[str]) -> Mention:
+    """`_names` for a run of one word (most runs): a place, or a name, weak at a sentence's start."""
+    end = start + len(word)
+    key = normalise(word)
+    if key in place_set:
+        return Mention(word, LOCATION, start, end, key)
+    kind = _name_kind(text, start, end, word)
+    weak = kind != PERSON and not word.isupper() and _at_sentence_start(text, start)
+    return Mention(word, kind, start, end, key, weak=weak)
+
+
 def _at_sentence_start(text: str, start: int) -> bool:
     before = text[max(0, start - 6):start].rstrip(" \t")
     return not before or before[-1] in _SENTENCE_OPENERS
@@ -280,10 +301,10 @@ def _at_sentence_start(text: str, start: int) -> bool:
 def _name_kind(text: str, start: int, end: int, value: str) -> str:
     if value.isupper():
         return OTHER
-    title = _TITLE_BEFORE.search(text, max(0, start - 12), start)
-    if title:
+    before = text[max(0, start - 24):start].split()
+    if before and before[-1].lower().rstrip(".") in _PERSON_WORDS_BEFORE:
         return PERSON
-    if _PERSON_BEFORE.search(text[max(0, start - 24):start]) or _PERSON_AFTER.match(text[end:end + 24]):
+    if _PERSON_AFTER.match(text, end, end + 24):
         return PERSON
     return OTHER
 

@@ -78,8 +78,12 @@ class EntityRepository:
         self.turns = 0
         self._records: dict[str, EntityRecord] = {}
         self._by_key: dict[str, str] = {}
+        # Name aliases by their first three letters: where shorter and longer forms of a name meet.
+        self._by_stem: dict[str, set[str]] = {}
         self._pairs: Counter[tuple[str, str]] = Counter()
+        self._pairs_of: dict[str, set[tuple[str, str]]] = {}
         self._roles: list[str] = []
+        self._made = 0
 
     @classmethod
     def from_messages(cls, messages: Iterable[str | Mapping[str, Any]], active_turns: int = 10) -> EntityRepository:
@@ -106,14 +110,30 @@ class EntityRepository:
                 record.type = PERSON  # a person cue anywhere types the entity
             record.mentions.append((turn, m.start, m.end))
             record.last_turn = turn
-            record.aliases.add(m.key)
-            self._by_key[m.key] = record.id
+            self._remember(m.key, record)
             seen[record.id] = None
         ids = list(seen)
         for a in range(len(ids)):
             for b in range(a + 1, len(ids)):
-                self._pairs[(min(ids[a], ids[b]), max(ids[a], ids[b]))] += 1
+                self._pair(ids[a], ids[b], 1)
         return ids
+
+    def _pair(self, a: str, b: str, n: int) -> None:
+        pair = (a, b) if a < b else (b, a)
+        self._pairs[pair] += n
+        self._pairs_of.setdefault(a, set()).add(pair)
+        self._pairs_of.setdefault(b, set()).add(pair)
+
+    def _remember(self, key: str, record: EntityRecord) -> None:
+        record.aliases.add(key)
+        self._by_key[key] = record.id
+        if record.type in _NAME_TYPES and len(key) >= _MIN_SHORT_FORM:
+            self._by_stem.setdefault(key[:_MIN_SHORT_FORM], set()).add(key)
+
+    def _name_aliases(self, key: str) -> list[tuple[str, str]]:
+        """(alias, id) of the known names that share ``key``'s first three letters."""
+        return [(a, self._by_key[a]) for a in self._by_stem.get(key[:_MIN_SHORT_FORM], ())
+                if self._records[self._by_key[a]].type in _NAME_TYPES]
 
     def _resolve(self, key: str, kind: str, text: str) -> EntityRecord:
         found = self._by_key.get(key)
@@ -123,34 +143,37 @@ class EntityRepository:
             alias = self._alias_of(key)
             if alias is not None:
                 return alias
-        record = EntityRecord(id=f"e{len(self._records) + 1}", name=text, type=kind, first_turn=self.turns - 1)
+        self._made += 1
+        record = EntityRecord(id=f"e{self._made}", name=text, type=kind, first_turn=self.turns - 1)
         self._records[record.id] = record
         if kind in _NAME_TYPES:
             self._absorb_shorter(record, key)
         return record
 
     def _alias_of(self, key: str) -> EntityRecord | None:
-        """The one known name ``key`` is a shorter form of: the first name of
-        a full name, or a prefix of a single name ("mel" of "melanie")."""
+        """The one known person ``key`` is a shorter form of: the first name
+        of a full name, or a prefix of a single name ("mel" of "melanie")."""
         if " " in key or len(key) < _MIN_SHORT_FORM:
             return None
         candidates = {
-            rid for alias, rid in self._by_key.items()
-            if self._records[rid].type in _NAME_TYPES and alias != key
-            and (alias.split(" ", 1)[0] == key or (" " not in alias and alias.startswith(key)))
+            rid for alias, rid in self._name_aliases(key)
+            if alias != key and (alias.split(" ", 1)[0] == key or (" " not in alias and alias.startswith(key)))
         }
-        return self._records[candidates.pop()] if len(candidates) == 1 else None
+        if len(candidates) != 1:
+            return None
+        found = self._records[candidates.pop()]
+        return found if found.type == PERSON else None
 
     def _absorb_shorter(self, record: EntityRecord, key: str) -> None:
         """A longer name arrives after its short form: the short form's entity
-        joins it ("Mel" seen, then "Melanie"), when exactly one matches."""
+        joins it ("Mel" seen, then "Melanie"), when exactly one matches and
+        one of the two is known to be a person (not "Mark" and "Markdown")."""
         first = key.split(" ", 1)[0]
         shorter = {
-            rid for alias, rid in self._by_key.items()
-            if rid != record.id and self._records[rid].type in _NAME_TYPES and " " not in alias
-            and len(alias) >= _MIN_SHORT_FORM and (alias == first or first.startswith(alias))
+            rid for alias, rid in self._name_aliases(first)
+            if rid != record.id and " " not in alias and (alias == first or first.startswith(alias))
         }
-        if len(shorter) != 1:
+        if len(shorter) != 1 or PERSON not in (record.type, self._records[next(iter(shorter))].type):
             return
         old = self._records.pop(shorter.pop())
         record.mentions = old.mentions + record.mentions
@@ -159,13 +182,13 @@ class EntityRepository:
         if old.type == PERSON:
             record.type = PERSON
         for alias in old.aliases:
-            self._by_key[alias] = record.id
-        for (a, b), n in list(self._pairs.items()):
-            if old.id in (a, b):
-                del self._pairs[(a, b)]
-                other = b if a == old.id else a
-                if other != record.id:
-                    self._pairs[(min(other, record.id), max(other, record.id))] += n
+            self._remember(alias, record)
+        for a, b in self._pairs_of.pop(old.id, set()):
+            n = self._pairs.pop((a, b), 0)
+            other = b if a == old.id else a
+            self._pairs_of.get(other, set()).discard((a, b))
+            if other != record.id and n:
+                self._pair(other, record.id, n)
 
     # ---- reading -----------------------------------------------------------------------
 
