@@ -117,3 +117,11 @@ def test_annotation_only_when_the_antecedent_was_left_out() -> None:
     assert annotate_references(messages, kept={2}) == {
         2: "Can she [Melanie Smith] check whether it [the payment service] retries?"}
     assert annotate_references(messages, kept={1, 2}) == {2: "Can she check whether it [the payment service] retries?"}
+
+
+def test_the_light_critical_messages_agree_with_the_repository() -> None:
+    from ctxfold.entity_repository import critical_messages
+
+    for active in (1, 3, 10):
+        repo = EntityRepository.from_messages(CHAT, active_turns=active)
+        assert set(critical_messages(CHAT, active_turns=active)) == set(repo.critical_messages())

@@ -30,7 +30,7 @@ from ctxfold.errors import InvalidTypeError
 
 __all__ = [
     "ENTITY_TYPES", "CRITICAL_TYPES", "STOP_WORDS", "Mention", "extract_entities", "verbatim_entities",
-    "extract_mentions", "entity_recall", "normalise", "places",
+    "extract_mentions", "clause_mentions", "entity_recall", "normalise", "places",
 ]
 
 USER, PERSON, ORG, LOCATION = "user_identity", "person", "organisation", "location"
@@ -175,6 +175,8 @@ _POSSESSIVE = re.compile(r"(?:'s|’s|'|’)$")
 def normalise(text: str) -> str:
     """The key mentions of one entity share: lower case, single spaces, no
     possessive ending, no leading article or trailing punctuation."""
+    if text.isalnum():
+        return text.lower()
     key = " ".join(text.lower().split()).lstrip("\"'`([").rstrip(".,;:!?\"'`)]")
     key = _POSSESSIVE.sub("", key)
     return _KEY_PREFIX.sub("", key)
@@ -186,6 +188,28 @@ def extract_mentions(text: str) -> tuple[Mention, ...]:
     (names, dates, paths, ...) never overlap each other; clause mentions (task
     goals, commitments, temporal constraints, identity statements, personal
     things) may contain atomic ones."""
+    found = list(clause_mentions(text))
+    place_set = places()
+    for start, end, kind in scan(text):
+        if kind == "name":
+            run = text[start:end]
+            if " " not in run and "\t" not in run and _bare(run) in STOP_WORDS:
+                continue  # the common case: "The", "It", "I'm" opening a sentence
+            found.extend(_names(text, run, start, place_set))
+            continue
+        value = text[start:end]
+        key = normalise(value.strip("`").removesuffix("()")) if kind == CODE else normalise(value)
+        if key:
+            found.append(Mention(value, kind, start, end, key))
+    found.sort(key=lambda x: (x.start, -x.end))
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=65536)
+def clause_mentions(text: str) -> tuple[Mention, ...]:
+    """Only the clause mentions of ``text`` (identity statements, task goals,
+    commitments, temporal constraints, personal things): the cheap part of
+    `extract_mentions`, enough to find the critical messages."""
     if not isinstance(text, str):
         raise InvalidTypeError(f"text: expected str, got {type(text).__name__}; pass the message's text content")
     found: list[Mention] = []
@@ -204,18 +228,6 @@ def extract_mentions(text: str) -> tuple[Mention, ...]:
                 continue
             value = text[m.start(group):m.end(group)].rstrip(" \t")
             found.append(Mention(value, kind, m.start(group), m.start(group) + len(value), normalise(value)))
-    place_set = places()
-    for start, end, kind in scan(text):
-        if kind == "name":
-            run = text[start:end]
-            if " " not in run and "\t" not in run and _bare(run) in STOP_WORDS:
-                continue  # the common case: "The", "It", "I'm" opening a sentence
-            found.extend(_names(text, run, start, place_set))
-            continue
-        value = text[start:end]
-        key = normalise(value.strip("`").removesuffix("()")) if kind == CODE else normalise(value)
-        if key:
-            found.append(Mention(value, kind, start, end, key))
     found.sort(key=lambda x: (x.start, -x.end))
     return tuple(found)
 

@@ -25,6 +25,7 @@ WHEN = (rf"(?:(?:next|this|coming)\s+)?(?:{_WEEKDAY}|tomorrow|tonight|today|noon
         r"|next\s+(?:week|month|year))")
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_EMAIL_LEFT = re.compile(r"[\w.+-]+\Z")
 _URL = re.compile(r"(?:https?://|www\.)[^\s<>()\"'`]+")
 _SLASH = re.compile(r"[/\\]")
 _PATH_LEFT = re.compile(r"[\w.~:/\\-]+\Z")
@@ -77,9 +78,13 @@ def _free_right(text: str, end: int) -> bool:
 
 
 def _emails(text: str, low: str) -> Iterator[Hit]:
-    if "@" in text:
-        for m in _EMAIL.finditer(text):
-            yield m.start(), m.end(), "email"
+    at = text.find("@")
+    while at != -1:
+        left = _EMAIL_LEFT.search(text, max(0, at - 64), at)
+        found = _EMAIL.match(text, left.start()) if left else None
+        if found and found.end() > at:
+            yield found.start(), found.end(), "email"
+        at = text.find("@", max(at + 1, found.end() if found else 0))
 
 
 def _urls(text: str, low: str) -> Iterator[Hit]:

@@ -11,10 +11,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxfold.entities import CRITICAL_TYPES, ENTITY_TYPES, OTHER, PERSON, extract_mentions
+from ctxfold.entities import CRITICAL_TYPES, ENTITY_TYPES, OTHER, PERSON, USER, clause_mentions, extract_mentions
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 
-__all__ = ["EntityRecord", "EntityRepository", "message_text"]
+__all__ = ["EntityRecord", "EntityRepository", "message_text", "critical_messages"]
 
 # How much an entity of each type matters next to a mention count (the critical types first).
 _TYPE_WEIGHT = {t: 0.5 for t in ENTITY_TYPES} | {
@@ -247,3 +247,27 @@ class EntityRepository:
             if turns:
                 out.setdefault(turns[-1], []).append(record.id)
         return out
+
+
+def critical_messages(messages: Sequence[str | Mapping[str, Any]], active_turns: int = 10,
+                      roles: Sequence[str] | None = ("user", "")) -> dict[int, list[str]]:
+    """`EntityRepository.critical_messages` from the clause patterns alone
+    (no names, no aliases): what the engine calls on every request. Keys are
+    the critical mentions' normalised texts instead of entity ids."""
+    latest: dict[str, int] = {}
+    last_seen: dict[str, int] = {}
+    kinds: dict[str, str] = {}
+    for i, message in enumerate(messages):
+        role = message.get("role", "") if isinstance(message, Mapping) else ""
+        for m in clause_mentions(message_text(message, f"messages[{i}]")):
+            if m.type not in CRITICAL_TYPES:
+                continue
+            last_seen[m.key] = i
+            kinds[m.key] = m.type
+            if roles is None or role in roles:
+                latest[m.key] = i
+    out: dict[int, list[str]] = {}
+    for key, i in latest.items():
+        if last_seen[key] >= len(messages) - active_turns or kinds[key] == USER:
+            out.setdefault(i, []).append(key)
+    return out
