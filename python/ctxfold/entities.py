@@ -126,7 +126,9 @@ _MAX_PLACE_WORDS = 4
 @functools.cache
 def _place_first_words() -> frozenset[str]:
     return frozenset(name.split()[0] for name in places())
-_CLAUSE_END = r"[^.!?;\n]{2,80}?(?=[.!?;,\n]|\s+(?:and|but|so|because)\s|$)"
+# The rest of a clause: up to punctuation or 80 characters; `_clause_cut` ends it at a conjunction.
+_CLAUSE_END = r"[^.!?;,\n]{2,80}"
+_CONJUNCTION = re.compile(r"\s+(?:and|but|so|because)\s", re.I)
 _IDENTITY_NAME = r"([A-Z][a-z]+(?:[ \t]+[A-Z][a-z]+)?)"
 # (type, substrings of the lower-cased text one of which must be there, pattern)
 _CLAUSES: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
@@ -153,6 +155,12 @@ _ORG_WORDS = frozenset(
     """inc inc. ltd ltd. llc corp corp. corporation company co. university college institute foundation bank group
     lab labs technologies systems association agency department ministry school hospital club society gmbh ag plc
     partners studio studios airlines motors""".split()
+)
+# Words that open a sentence before a name ("Later Mel called"): not part of the name.
+_OPENERS = frozenset(
+    """later maybe perhaps sometimes actually honestly anyway besides meanwhile luckily unfortunately apparently
+    obviously ask tell call meet see dear tonight today yesterday tomorrow sadly hopefully oh wow congrats
+    congratulations happy""".split()
 )
 _TITLES = frozenset("mr mrs ms miss dr prof professor".split())
 # A name right after one of these words (or a title) is a person.
@@ -226,7 +234,11 @@ def clause_mentions(text: str) -> tuple[Mention, ...]:
             group = 1 if pattern.groups else 0
             if group and _bare(m.group(1).split()[0]) in STOP_WORDS:
                 continue
-            value = text[m.start(group):m.end(group)].rstrip(" \t")
+            value = text[m.start(group):m.end(group)]
+            if kind in (GOAL, COMMITMENT):
+                cut = _CONJUNCTION.search(value, 12)
+                value = value[:cut.start()] if cut else value
+            value = value.rstrip(" \t")
             found.append(Mention(value, kind, m.start(group), m.start(group) + len(value), normalise(value)))
     found.sort(key=lambda x: (x.start, -x.end))
     return tuple(found)
@@ -247,7 +259,8 @@ def _names(text: str, run: str, start: int, place_set: frozenset[str]) -> list[M
     if " " not in run and "\t" not in run:
         return [_single_name(text, run, start, place_set)]
     words = [(m.group(0), start + m.start()) for m in _WORD.finditer(run)]
-    while words and (_bare(words[0][0]) in STOP_WORDS or words[0][0].lower() in _TITLES):
+    while words and (_bare(words[0][0]) in STOP_WORDS or words[0][0].lower() in _TITLES
+                     or (words[0][0].lower() in _OPENERS and _at_sentence_start(text, words[0][1]))):
         words.pop(0)
     out: list[Mention] = []
     if len(words) > 1 and (words[-1][0].lower() in _ORG_WORDS or words[0][0].lower() in ("university", "college")):

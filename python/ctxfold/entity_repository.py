@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxfold.entities import CRITICAL_TYPES, ENTITY_TYPES, OTHER, PERSON, USER, clause_mentions, extract_mentions
+from ctxfold.entities import (CRITICAL_TYPES, ENTITY_TYPES, OTHER, PERSON, USER, clause_mentions, extract_mentions,
+                              normalise)
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 
 __all__ = ["EntityRecord", "EntityRepository", "message_text", "critical_messages"]
@@ -68,13 +69,18 @@ class EntityRepository:
     build it with ``from_messages``); lookups take any alias.
 
     - ``active_turns``: an entity mentioned within this many of the latest
-      turns is active.
+      turns is active;
+    - ``ner``: an `OnnxNer` whose people, organisations and places replace
+      the rule-based names (None: rules only).
     """
 
-    def __init__(self, active_turns: int = 10) -> None:
+    def __init__(self, active_turns: int = 10, ner: Any = None) -> None:
         if not isinstance(active_turns, int) or active_turns < 1:
             raise InvalidInputError(f"active_turns: must be an int >= 1, got {active_turns!r}")
+        if ner is not None and not callable(ner):
+            raise InvalidTypeError(f"ner: expected an OnnxNer (callable on a text) or None, got {type(ner).__name__}")
         self.active_turns = active_turns
+        self.ner = ner
         self.turns = 0
         self._records: dict[str, EntityRecord] = {}
         self._by_key: dict[str, str] = {}
@@ -86,8 +92,9 @@ class EntityRepository:
         self._made = 0
 
     @classmethod
-    def from_messages(cls, messages: Iterable[str | Mapping[str, Any]], active_turns: int = 10) -> EntityRepository:
-        repo = cls(active_turns)
+    def from_messages(cls, messages: Iterable[str | Mapping[str, Any]], active_turns: int = 10,
+                      ner: Any = None) -> EntityRepository:
+        repo = cls(active_turns, ner)
         for i, message in enumerate(messages):
             repo.add(message, where=f"messages[{i}]")
         return repo
@@ -102,7 +109,13 @@ class EntityRepository:
         self.turns += 1
         self._roles.append(message.get("role", "") if isinstance(message, Mapping) else "")
         seen: dict[str, None] = {}
-        for m in extract_mentions(text):
+        if self.ner is None:
+            mentions = extract_mentions(text)
+        else:
+            from ctxfold.ner import extract_mentions_with
+
+            mentions = extract_mentions_with(text, self.ner)
+        for m in mentions:
             if m.weak and m.key not in self._by_key and self._alias_of(m.key) is None:
                 continue
             record = self._resolve(m.key, m.type, m.text)
@@ -199,13 +212,13 @@ class EntityRepository:
         return iter(list(self._records.values()))
 
     def get(self, name_or_id: str) -> EntityRecord | None:
-        """The entity with this id, or mentioned by this name or alias (any case)."""
+        """The entity with this id, or mentioned by this name or alias (any
+        case), or the one person this is the first name or short form of."""
         if name_or_id in self._records:
             return self._records[name_or_id]
-        from ctxfold.entities import normalise
-
-        found = self._by_key.get(normalise(name_or_id))
-        return self._records[found] if found is not None else None
+        key = normalise(name_or_id)
+        found = self._by_key.get(key)
+        return self._records[found] if found is not None else self._alias_of(key)
 
     def is_active(self, record: EntityRecord) -> bool:
         return record.last_turn >= self.turns - self.active_turns
