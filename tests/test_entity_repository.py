@@ -34,7 +34,7 @@ def test_bookkeeping() -> None:
 
 
 @pytest.mark.parametrize(("messages", "short", "full"), [
-    (["I met Melanie at work.", "Then Mel called me."], "Mel", "Melanie"),
+    (["I met Melanie at work.", "Later Mel called me."], "Mel", "Melanie"),
     (["I met Mel at work.", "Then I learned Melanie is her full name."], "Mel", "Melanie"),
     (["I met Melanie Smith at work.", "I told Melanie about it."], "Melanie", "Melanie Smith"),
     (["I told Melanie about it.", "I met Melanie Smith at work."], "Melanie", "Melanie Smith"),

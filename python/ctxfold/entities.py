@@ -186,8 +186,9 @@ def normalise(text: str) -> str:
     if text.isalnum():
         return text.lower()
     key = " ".join(text.lower().split()).lstrip("\"'`([").rstrip(".,;:!?\"'`)]")
-    key = _POSSESSIVE.sub("", key)
-    return _KEY_PREFIX.sub("", key)
+    if "'" in key or "’" in key:
+        key = _POSSESSIVE.sub("", key)
+    return _KEY_PREFIX.sub("", key) if key[:1] in "tmdp" else key
 
 
 @functools.lru_cache(maxsize=65536)
