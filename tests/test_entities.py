@@ -79,6 +79,11 @@ NOT_ENTITIES = [
     ("I am happy to help", "user_identity"),
     ("He costs nothing", "money"),
     ("version 3 of 24/7 support", "path"),
+    ("Saving $50 may help a lot.", "date"),
+    ("I have to say it was great.", "task_goal"),
+    ("I will admit the ending was weak.", "commitment"),
+    ("We watched McGregor win again.", "code"),
+    ("Yes Im fine, lol.", "other"),
 ]
 
 

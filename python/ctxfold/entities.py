@@ -127,7 +127,7 @@ _MAX_PLACE_WORDS = 4
 def _place_first_words() -> frozenset[str]:
     return frozenset(name.split()[0] for name in places())
 # The rest of a clause: up to punctuation or 80 characters; `_clause_cut` ends it at a conjunction.
-_CLAUSE_END = r"[^.!?;,\n]{2,80}"
+_CLAUSE_END = r"(?!(?:say|admit|agree|mention|confess|be honest|tell you|thank|definitely say)\b)[^.!?;,\n]{2,80}"
 _CONJUNCTION = re.compile(r"\s+(?:and|but|so|because)\s", re.I)
 _IDENTITY_NAME = r"([A-Z][a-z]+(?:[ \t]+[A-Z][a-z]+)?)"
 # (type, substrings of the lower-cased text one of which must be there, pattern)
@@ -162,6 +162,8 @@ _OPENERS = frozenset(
     obviously ask tell call meet see dear tonight today yesterday tomorrow sadly hopefully oh wow congrats
     congratulations happy""".split()
 )
+# Chat spellings that are capitalised but name nothing ("Im fine", "Lol").
+_NOT_NAMES = frozenset("im ive id ill dont cant wont thats whats lol omg haha oh ah ok okay yeah yep nope".split())
 _TITLES = frozenset("mr mrs ms miss dr prof professor".split())
 # A name right after one of these words (or a title) is a person.
 _PERSON_WORDS_BEFORE = frozenset(
@@ -202,7 +204,7 @@ def extract_mentions(text: str) -> tuple[Mention, ...]:
     for start, end, kind in scan(text):
         if kind == "name":
             run = text[start:end]
-            if " " not in run and "\t" not in run and _bare(run) in STOP_WORDS:
+            if " " not in run and "\t" not in run and (_bare(run) in STOP_WORDS or run.lower() in _NOT_NAMES):
                 continue  # the common case: "The", "It", "I'm" opening a sentence
             found.extend(_names(text, run, start, place_set))
             continue
@@ -260,7 +262,7 @@ def _names(text: str, run: str, start: int, place_set: frozenset[str]) -> list[M
     if " " not in run and "\t" not in run:
         return [_single_name(text, run, start, place_set)]
     words = [(m.group(0), start + m.start()) for m in _WORD.finditer(run)]
-    while words and (_bare(words[0][0]) in STOP_WORDS or words[0][0].lower() in _TITLES
+    while words and (_bare(words[0][0]) in STOP_WORDS or words[0][0].lower() in _TITLES | _NOT_NAMES
                      or (words[0][0].lower() in _OPENERS and _at_sentence_start(text, words[0][1]))):
         words.pop(0)
     out: list[Mention] = []

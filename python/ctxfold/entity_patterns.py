@@ -54,6 +54,7 @@ _DATE_WORDS = frozenset(
     yesterday""".split()
 )
 _MONTH_AT = re.compile(rf"{MONTH_DAY}|{_MONTH}\s+\d{{4}}\b", re.I)
+_ORDINAL_OR_OF = re.compile(r"st|nd|rd|th|of", re.I)
 _RELATIVE_BEFORE = re.compile(r"(?:next|this|last|coming)\s+\Z", re.I)
 _CAPITAL_MONTHS = frozenset("January February March April June July August September October November December".split())
 _CLOCK_WORD = re.compile(r"noon|midnight")
@@ -64,6 +65,8 @@ _SNAKE = re.compile(r"_")
 _SNAKE_WORD = re.compile(r"[a-z]+(?:_[a-z0-9]+)+")
 _CAMEL = re.compile(r"[a-z][A-Z]")
 _CAMEL_WORD = re.compile(r"[A-Za-z][a-z0-9]*(?:[A-Z][a-z0-9]+)+")
+# McGregor, MacDonald, DiCaprio, LeBron: names, not code.
+_SURNAME = re.compile(r"(?:Mc|Mac|Di|De|Le|La|Van|O)[A-Z][a-z]+\Z")
 _WORD_LEFT = re.compile(r"[A-Za-z0-9_]+\Z")
 NAME = re.compile(r"[A-Z](?:[a-zà-ÿ]+(?:[-'’][A-Za-z]+)?|[A-Z]{1,5}s?)(?:[ \t]+(?:(?:de|van|von|da|del|of)[ \t]+)?"
                   r"[A-Z](?:[a-zà-ÿ]+(?:[-'’][A-Za-z]+)?|[A-Z]{1,5}))*")
@@ -145,6 +148,8 @@ def _dates(text: str, low: str) -> Iterator[Hit]:
             continue
         word = text[start:m.end()]
         before = _DAY_BEFORE_MONTH.search(text, max(0, start - 12), start)
+        if before and m.group(0) == "may" and not _ORDINAL_OR_OF.search(before.group(0)):
+            before = None  # "$50 may help": the verb, not the month
         at = _MONTH_AT.match(text, before.start() if before else start)
         if at and (before or at.end() > m.end()):
             yield at.start(), at.end(), "date"
@@ -178,7 +183,7 @@ def _code(text: str, low: str) -> Iterator[Hit]:
     for m in _CAMEL.finditer(text):
         left = _WORD_LEFT.search(text, max(0, m.start() - 40), m.start() + 1)
         word = _CAMEL_WORD.match(text, left.start()) if left else None
-        if word and _free_left(text, word.start()) and _free_right(text, word.end()):
+        if word and _free_left(text, word.start()) and _free_right(text, word.end()) and not _SURNAME.match(word.group(0)):
             yield word.start(), word.end(), "code"
 
 
