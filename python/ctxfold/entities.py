@@ -126,7 +126,10 @@ _MAX_PLACE_WORDS = 4
 @functools.cache
 def _place_first_words() -> frozenset[str]:
     return frozenset(name.split()[0] for name in places())
-# The rest of a clause: up to punctuation or 80 characters; `_clause_cut` ends it at a conjunction.
+
+
+# The rest of a clause: up to punctuation or 80 characters (goals and promises end at a conjunction too);
+# "I have to say" and the like are manners of speaking, not goals or promises.
 _CLAUSE_END = r"(?!(?:say|admit|agree|mention|confess|be honest|tell you|thank|definitely say)\b)[^.!?;,\n]{2,80}"
 _CONJUNCTION = re.compile(r"\s+(?:and|but|so|because)\s", re.I)
 _IDENTITY_NAME = r"([A-Z][a-z]+(?:[ \t]+[A-Z][a-z]+)?)"
