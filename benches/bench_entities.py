@@ -21,8 +21,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from ctxfold.entities import extract_entities, extract_mentions
-from ctxfold.entity_repository import EntityRepository
+from ctxfold.text.entities import extract_entities, extract_mentions
+from ctxfold.text.entity_repository import EntityRepository
 
 from conftest import SHARED_DATA, lme_turns
 

@@ -1,7 +1,7 @@
 """Entity recall of the optimised context on the dev sets (../shared/data):
 for each question, the share of its evidence messages' entities (names,
 places, organisations, dates, times, amounts, paths, code, versions:
-`ctxfold.entities.entity_recall`) that the context `ContextEngine.optimize`
+`ctxfold.text.entities.entity_recall`) that the context `ContextEngine.optimize`
 builds still holds, next to the same share for recency (newest messages
 while they fit), at the budgets of eval_context.py (1/8 of the history and a
 fixed budget per set). Questions whose evidence names no entity count as 1.
@@ -20,7 +20,7 @@ from typing import Any
 
 import ctxfold
 import ctxfold.tokens
-from ctxfold.entities import entity_recall
+from ctxfold.text.entities import entity_recall
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from eval_context import CHECKS, FIXED, MIN_BUDGET, NAMES, SHARED, context_text, fit_in_order, load_set  # noqa: E402

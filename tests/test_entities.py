@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxfold.entities import STOP_WORDS, entity_recall, extract_entities, extract_mentions, places, verbatim_entities
+from ctxfold.text.entities import STOP_WORDS, entity_recall, extract_entities, extract_mentions, places, verbatim_entities
 from ctxfold.errors import CtxFoldError
 
 # (text, type, the mention's text)

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxfold import BudgetError, ContextEngine, EngineConfig
-from ctxfold.config import STRATEGIES
+from ctxfold.engine.config import STRATEGIES
 
 from test_agent_loop import EXAMPLES, agent_conversations, check_budget_error, check_output
 
@@ -46,7 +46,7 @@ def test_the_goal_message_stays_present_only_with_the_switch() -> None:
 
 
 def test_critical_messages_take_at_most_their_share_of_the_budget() -> None:
-    from ctxfold.plan import CRITICAL_SHARE, critical_protected
+    from ctxfold.engine.plan import CRITICAL_SHARE, critical_protected
 
     msgs = [{"role": "user", "content": f"I need to finish report {i} by Friday. " * 10} for i in range(40)]
 

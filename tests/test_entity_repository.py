@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ctxfold.crossref import annotate_references, resolve_references
-from ctxfold.entity_repository import EntityRepository
+from ctxfold.text.crossref import annotate_references, resolve_references
+from ctxfold.text.entity_repository import EntityRepository
 from ctxfold.errors import CtxFoldError
 
 CHAT = [
@@ -120,7 +120,7 @@ def test_annotation_only_when_the_antecedent_was_left_out() -> None:
 
 
 def test_the_light_critical_messages_agree_with_the_repository() -> None:
-    from ctxfold.entity_repository import critical_messages
+    from ctxfold.text.entity_repository import critical_messages
 
     for active in (1, 3, 10):
         repo = EntityRepository.from_messages(CHAT, active_turns=active)

@@ -15,7 +15,7 @@ tokenizers = pytest.importorskip("tokenizers")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from ctxfold.errors import CtxFoldError  # noqa: E402
-from ctxfold.ner import OnnxNer, extract_mentions_with  # noqa: E402
+from ctxfold.text.ner import OnnxNer, extract_mentions_with  # noqa: E402
 
 LABELS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC"]
 # word -> label it gets (every other word: O)
@@ -79,7 +79,7 @@ def test_bad_model_directories(tmp_path: Path) -> None:
 
 
 def test_the_repository_reads_with_the_model(tmp_path: Path) -> None:
-    from ctxfold.entity_repository import EntityRepository
+    from ctxfold.text.entity_repository import EntityRepository
 
     repo = EntityRepository.from_messages(["I visited Acme Widgets in Oslo .", "Acme Widgets and Ada Lovelace"],
                                           ner=OnnxNer(build(tmp_path)))

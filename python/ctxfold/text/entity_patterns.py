@@ -1,4 +1,4 @@
-"""The typed entity scanner behind `ctxfold.entities.extract_mentions`.
+"""The typed entity scanner behind `ctxfold.text.entities.extract_mentions`.
 
 Each kind is one pass that starts on a literal or a narrow character class
 (a leading ``\\b`` or a wide class makes Python's regex engine try every

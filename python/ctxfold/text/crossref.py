@@ -15,9 +15,9 @@ from typing import Any
 
 import msgspec
 
-from ctxfold.entities import (CODE, LOCATION, ORG, OTHER, PATH, PERSON, PERSONAL, URL, USER, VERSION,
+from ctxfold.text.entities import (CODE, LOCATION, ORG, OTHER, PATH, PERSON, PERSONAL, URL, USER, VERSION,
                               extract_mentions)
-from ctxfold.entity_repository import message_text
+from ctxfold.text.entity_repository import message_text
 from ctxfold.errors import InvalidInputError
 
 __all__ = ["Reference", "resolve_references", "annotate_references"]

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxfold.entities import (CRITICAL_TYPES, ENTITY_TYPES, OTHER, PERSON, USER, clause_mentions, extract_mentions,
+from ctxfold.text.entities import (CRITICAL_TYPES, ENTITY_TYPES, OTHER, PERSON, USER, clause_mentions, extract_mentions,
                               normalise)
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 
@@ -112,7 +112,7 @@ class EntityRepository:
         if self.ner is None:
             mentions = extract_mentions(text)
         else:
-            from ctxfold.ner import extract_mentions_with
+            from ctxfold.text.ner import extract_mentions_with
 
             mentions = extract_mentions_with(text, self.ner)
         for m in mentions:

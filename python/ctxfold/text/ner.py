@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ctxfold.entities import LOCATION, ORG, OTHER, PERSON, Mention, extract_mentions, normalise
+from ctxfold.text.entities import LOCATION, ORG, OTHER, PERSON, Mention, extract_mentions, normalise
 from ctxfold.errors import InvalidInputError, InvalidTypeError, ModelError
-from ctxfold.models import verified_path
+from ctxfold.models import hf_tokenizer, onnx_session, verified_path
 
 __all__ = ["OnnxNer", "extract_mentions_with"]
 
@@ -38,8 +38,6 @@ class OnnxNer:
     """
 
     def __init__(self, model_dir: str | os.PathLike[str], *, max_length: int = 256, threads: int | None = None) -> None:
-        from ctxfold.embed import _load_session, _load_tokenizer
-
         if not isinstance(model_dir, (str, os.PathLike)):
             raise InvalidTypeError(f"model_dir: expected a path, got {type(model_dir).__name__}")
         if not isinstance(max_length, int) or max_length < 4:
@@ -49,8 +47,8 @@ class OnnxNer:
         tokenizer_path, _ = verified_path(self.model_dir, "tokenizer.json", None)
         config_path, _ = verified_path(self.model_dir, "config.json", None)
         self.max_length = max_length
-        self._tokenizer = _load_tokenizer(tokenizer_path, 1_000_000)
-        self._session = _load_session(model_path, threads)
+        self._tokenizer = hf_tokenizer(tokenizer_path, None, "replace it with the model's tokenizer.json")
+        self._session = onnx_session(model_path, threads)
         self._inputs = {i.name for i in self._session.get_inputs()}
         if "input_ids" not in self._inputs:
             raise ModelError(f"model file {model_path} has no 'input_ids' input. Fix: pass a token-classification export")

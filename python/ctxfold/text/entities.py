@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from ctxfold.entity_patterns import WHEN, scan
+from ctxfold.text.entity_patterns import WHEN, scan
 from ctxfold.errors import InvalidTypeError
 
 __all__ = [

@@ -1,0 +1,4 @@
+"""Text analysis: entities and their typed mentions (`entities`, scanned by
+`entity_patterns`), a conversation's entities (`entity_repository`),
+pronoun and definite references (`crossref`), and an optional ONNX NER model
+(`ner`)."""
