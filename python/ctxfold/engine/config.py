@@ -47,6 +47,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     weights: dict[str, float] = msgspec.field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     protect_last: int = 4
     """The last N messages are soft-protected: verbatim when they fit, shortened otherwise."""
+    protect_critical_entities: bool = False
+    """Keep present (verbatim or shortened) the latest user message naming
+    each active critical entity: who the user is, a task goal, a commitment,
+    a deadline; at most a tenth of the budget goes to them."""
     expand_neighbours: bool = True
     """Neighbour expansion: a kept assistant answer pulls in the user turn it
     replies to (its value lifted, the knapsack solved again)."""
