@@ -28,6 +28,7 @@ from ctxfold.engine.render import render
 from ctxfold.engine.scoring import score_items
 from ctxfold.summarize.protocol import BaseSummarizer, Summarizer
 from ctxfold.text.arc import ConversationArc, MessageFacts, arc_of, message_facts
+from ctxfold.text.entity_repository import EntityRepository
 from ctxfold.tokens import REPLY_PRIMING, get_tokenizer
 from ctxfold.engine.results import ContextResult, Item, ItemResult, Report
 
@@ -184,7 +185,9 @@ class ContextEngine:
             timings_ms=timings, warnings=self._warnings(items, sizes, plan, results), optimality_gap=plan.gap,
             highlights=_highlights(plan, results),
             layers=allocation, repairs=repairs,
-        ).with_arc(arc)
+        ).with_arc(arc).with_entities(lambda: EntityRepository.from_messages(
+            {"role": it.role, "content": it.text} for it in parsed
+        ))
         return ContextResult(messages=out, tokens=tokens, items=results, report=report)
 
     def session(self, *, pricing: Any = None, reserve: float = 0.25, recall_top: int = 8) -> Any:
