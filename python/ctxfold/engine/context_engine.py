@@ -25,7 +25,7 @@ from ctxfold.engine.plan import (
     KEEP, Plan, choose_strategy, current_turn, hard_protected, plan_items, soft_protected, tool_groups,
 )
 from ctxfold.engine.render import render
-from ctxfold.engine.scoring import score_items
+from ctxfold.engine.scoring import recency_applies, score_items
 from ctxfold.summarize.protocol import BaseSummarizer, Summarizer
 from ctxfold.text.arc import ConversationArc, MessageFacts, arc_of, message_facts
 from ctxfold.text.entity_repository import EntityRepository
@@ -170,6 +170,9 @@ class ContextEngine:
             plan = plan_items(
                 compacted, scores, budget, self.config, self.tokenizer, "optimal" if strategy == "full" else strategy,
                 self.cache, question_is_current,
+                # A separate query about the past is answered wherever its evidence is: the
+                # latest turns then get no protection beyond the current one's.
+                protect_recent=question_is_current or recency_applies(query),
             )
             strategy = plan.strategy
             items = compacted
