@@ -18,36 +18,8 @@ use faer::{Accum, MatMut, MatRef, Par};
 use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 use rayon::prelude::*;
 
+use crate::linalg::Real;
 use crate::{Error, Result};
-
-/// The float types the similarity kernels accept.
-pub trait Real: faer::traits::ComplexField + Copy + PartialOrd + Send + Sync + 'static {
-    const ZERO: Self;
-    const ONE: Self;
-    fn to_f64(self) -> f64;
-    fn from_f64(v: f64) -> Self;
-    fn is_finite(self) -> bool;
-}
-
-macro_rules! impl_real {
-    ($t:ty) => {
-        impl Real for $t {
-            const ZERO: Self = 0.0;
-            const ONE: Self = 1.0;
-            fn to_f64(self) -> f64 {
-                self as f64
-            }
-            fn from_f64(v: f64) -> Self {
-                v as $t
-            }
-            fn is_finite(self) -> bool {
-                <$t>::is_finite(self)
-            }
-        }
-    };
-}
-impl_real!(f32);
-impl_real!(f64);
 
 /// Rows per unit of parallel work in the row-wise passes.
 const ROW_BLOCK: usize = 64;

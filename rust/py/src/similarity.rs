@@ -2,6 +2,7 @@
 //! (float32 or float64): X and Y must agree, other dtypes are refused rather
 //! than silently converted; plain lists become float64.
 
+use ctxfold_core::linalg::Real;
 use ctxfold_core::similarity::{self, bm25};
 use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
@@ -87,7 +88,7 @@ fn cosine_similarity<'py>(py: Python<'py>, X: &Bound<'py, PyAny>, Y: Option<&Bou
 
 /// `similarity::cosine_into` a new array allocated by numpy (which backs
 /// large arrays with huge pages; see `cosine_into`), the GIL released.
-fn cosine_to_numpy<'py, T: similarity::Real + numpy::Element>(
+fn cosine_to_numpy<'py, T: Real + numpy::Element>(
     py: Python<'py>,
     x: &PyReadonlyArray2<'py, T>,
     y: Option<&PyReadonlyArray2<'py, T>>,

@@ -52,10 +52,10 @@
 
 use ndarray::ArrayView2;
 
-use super::matrix::Real;
 use super::objective::prepare;
 use super::solve::{lagrangian, layered};
 use super::windows::Windows;
+use crate::linalg::Real;
 use crate::{Error, Result};
 
 /// Up to this many segments the K-layer DP (one pass, k comparisons per

@@ -12,9 +12,9 @@
 //!
 //! Inner loops are compiled twice, for the baseline and for AVX2.
 
-use super::matrix::Real;
 use super::objective::{CachedScores, Prepared, ScoreSource, ScoreStream};
 use super::windows::Windows;
+use crate::linalg::Real;
 
 /// Boundaries found by following `back` from n.
 fn trace(n: usize, mut step: impl FnMut(usize) -> usize) -> Vec<usize> {

@@ -26,7 +26,8 @@ use std::collections::BinaryHeap;
 use ndarray::{Array2, ArrayView1, ArrayView2, CowArray, Ix2};
 use rayon::prelude::*;
 
-use super::{fused, Real};
+use super::fused;
+use crate::linalg::Real;
 use crate::{Error, Result};
 
 /// Rows per unit of parallel work: large enough to amortise scheduling,

@@ -9,9 +9,9 @@ use faer::Mat;
 use ndarray::ArrayView2;
 
 use super::eigen::{top_eigenvectors, Operator};
-use super::product::PARALLEL_FROM;
-use super::matrix::{scan_square, square_size, sum_lanes, Real};
 use super::mt19937::Mt19937;
+use super::product::PARALLEL_FROM;
+use crate::linalg::{scan_square, square_size, sum_lanes, Real};
 use crate::pool::on_pool_if;
 use crate::{Error, Result};
 

@@ -9,7 +9,7 @@
 //! rows. faer stays the reference this is tested against, and takes over
 //! from FAER_FROM.
 
-use super::eigen::dot;
+use crate::linalg::dot;
 
 /// Sweeps of the QL iteration allowed per eigenvalue before giving up
 /// (2-3 are typical; EISPACK allows 30).

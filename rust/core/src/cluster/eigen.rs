@@ -16,9 +16,9 @@
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatRef, Par};
 
-use super::matrix::Real;
 use super::product::product;
 use super::small_eigen::symmetric_eigen;
+use crate::linalg::{axpy, dot, Real};
 use crate::{Error, Result};
 
 /// Krylov blocks per restart cycle (the basis holds `1 + (STEPS + 1) * b`
@@ -248,31 +248,6 @@ fn dense_top<E: Real>(op: &Operator<'_, E>, k: usize) -> Result<Mat<f64>> {
 #[inline(always)]
 fn norm(x: &[f64]) -> f64 {
     dot(x, x).sqrt()
-}
-
-/// Independent accumulators: 4 vectors of 4 with AVX2.
-const DOT_LANES: usize = 16;
-
-/// In independent accumulators: a single running sum is bound by the
-/// add latency, and these dots are most of the orthogonalisation.
-#[inline(always)]
-pub(super) fn dot(x: &[f64], y: &[f64]) -> f64 {
-    let mut acc = [0.0f64; DOT_LANES];
-    let (xc, yc) = (x.chunks_exact(DOT_LANES), y.chunks_exact(DOT_LANES));
-    let tail: f64 = xc.remainder().iter().zip(yc.remainder()).map(|(a, b)| a * b).sum();
-    for (a, b) in xc.zip(yc) {
-        for l in 0..DOT_LANES {
-            acc[l] += a[l] * b[l];
-        }
-    }
-    acc.iter().sum::<f64>() + tail
-}
-
-#[inline(always)]
-fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
-    for (yi, xi) in y.iter_mut().zip(x) {
-        *yi += alpha * xi;
-    }
 }
 
 /// Orthonormalises the columns of `w` (already orthogonal to `q`) in place by

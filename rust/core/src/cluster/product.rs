@@ -21,7 +21,7 @@
 
 use rayon::prelude::*;
 
-use super::matrix::Real;
+use crate::linalg::Real;
 
 /// From this many bytes of A the symmetric product is used: A then no
 /// longer fits in the L2 caches, and reading half of it is worth the extra
@@ -304,7 +304,7 @@ unsafe fn lane_sum(v: std::arch::x86_64::__m256) -> f64 {
 #[inline(always)]
 unsafe fn load8<E: Real>(row: &[E], j: usize) -> std::arch::x86_64::__m256 {
     use std::arch::x86_64::*;
-    use super::matrix::as_type;
+    use crate::linalg::as_type;
     debug_assert!(j + LANES <= row.len());
     if let Some(row) = as_type::<E, f64>(row) {
         let low = _mm256_cvtpd_ps(_mm256_loadu_pd(row.as_ptr().add(j)));
