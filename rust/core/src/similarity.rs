@@ -120,9 +120,8 @@ fn self_gram<T: Real>(a: &[T], n: usize, d: usize, out: &mut [T]) {
 
 /// Clips the lower triangle of a row-major n x n matrix to [-1, 1] and
 /// copies it onto the upper one. Work goes by pairs of mirrored 64 x 64
-/// tiles (both stay in cache), the pairs of one tile-row per task: a pass
-/// over 16 MB is memory-bound and would otherwise cost a core several
-/// milliseconds at n = 2,000.
+/// tiles (both stay in cache), the pairs of one tile-row per task: the pass
+/// is memory-bound, so one core alone would leave bandwidth unused.
 fn clip_and_mirror_lower<T: Real>(m: &mut [T], n: usize) {
     const TILE: usize = 64;
     let tiles = n.div_ceil(TILE);
@@ -178,7 +177,7 @@ pub fn cosine<T: Real>(x: ArrayView2<T>, y: Option<ArrayView2<T>>) -> Result<Arr
 /// `cosine` into a caller's C-contiguous `out` of shape (rows of x, rows of
 /// y or x): every entry is written. Lets the Python binding hand over a
 /// numpy-allocated array (numpy asks the kernel for huge pages on large
-/// arrays; faulting in 16 MB of 4 KiB pages costs milliseconds).
+/// arrays, which fault in far faster than 4 KiB ones).
 pub fn cosine_into<T: Real>(x: ArrayView2<T>, y: Option<ArrayView2<T>>, mut out: ArrayViewMut2<T>) -> Result<()> {
     check_matrix(&x, "X")?;
     if let Some(y) = &y {

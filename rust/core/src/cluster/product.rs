@@ -9,7 +9,7 @@
 //!   triangle is read (`symmetric_product`): entry a[i, j] (i < j) adds
 //!   a[i, j] x[j] to y[i] (the row part) and a[i, j] x[i] to y[j] (the
 //!   column part). That halves the bytes but needs more loads and stores per
-//!   multiply-add, which made it slower when A is in cache (n = 200 and 500).
+//!   multiply-add, so it pays only once A no longer fits in the caches.
 //!
 //! Why float32 arithmetic: 8 float32 lanes per vector do twice the work of 4
 //! float64 ones. The rounding (relative 1e-7 per term; row parts summed in 8

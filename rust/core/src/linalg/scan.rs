@@ -1,7 +1,7 @@
 //! The square-matrix checks shared by spectral clustering and segmentation,
 //! fused into one cache-friendly pass that also feeds each caller's own
-//! accumulation (degrees, row statistics, a copy), so a 2,000 x 2,000 input
-//! is read once before the numeric work starts.
+//! accumulation (degrees, row statistics, a copy), so a large input is read
+//! once before the numeric work starts.
 
 use ndarray::ArrayView2;
 use rayon::prelude::*;
@@ -90,7 +90,7 @@ const FAST_ROWS: usize = 64;
 const FAST_COLS: usize = 32;
 /// From this size the steps of the fast scan run on rayon's threads (below
 /// it, as for the spectral product, a parallel pass gains less than a
-/// waiting worker can cost; see `product::PARALLEL_FROM`).
+/// waiting worker can cost).
 const PARALLEL_ROWS: usize = 1024;
 
 /// The common case, finite symmetric input, in one pass (no transposed copy
@@ -233,8 +233,8 @@ fn asymmetric_mirror<T: Real>(data: &[T], n: usize, start: usize, height: usize,
     flagged
 }
 
-/// `asymmetric_mirror` with 4 x 4 tiles transposed in AVX2 registers (the
-/// scalar transposition, one store per entry, was most of the scan).
+/// `asymmetric_mirror` with 4 x 4 tiles transposed in AVX2 registers (a
+/// scalar transposition costs one store per entry).
 /// Entries on both sides of the diagonal block are compared, which only
 /// repeats a comparison (the test is symmetric in its two entries).
 #[cfg(target_arch = "x86_64")]

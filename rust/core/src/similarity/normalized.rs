@@ -18,7 +18,7 @@
 //! memory traffic, which is what bounds this memory-bound loop) multiplied
 //! exactly in integers with the query quantised to int16; its bound is
 //! `|q| |e_x| + |e_q| |x~|` (Cauchy-Schwarz on both quantisation errors).
-//! Memory: nothing per row beyond the candidates (typically a few dozen).
+//! Memory: nothing per row; only the candidates are kept.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
@@ -547,7 +547,7 @@ unsafe fn dense_dot_f32_avx2(q: &[f32], x: &[f32]) -> (f64, f64) {
 }
 
 /// How many rows ahead the sketch loop asks for: the hardware prefetcher
-/// alone leaves this loop waiting on memory about half the time.
+/// alone leaves this loop waiting on memory.
 const PREFETCH_ROWS: usize = 8;
 
 /// Asks for the cache lines of `values[start..start + len]` (nothing past
