@@ -8,8 +8,23 @@ use pyo3::prelude::*;
 use crate::arrays::{square, Square};
 use crate::errors::{non_negative, py_err, string, InvalidInputError};
 
-/// Cluster labels of a precomputed affinity matrix, as scikit-learn's
-/// `SpectralClustering(affinity="precomputed")`.
+/// Cluster labels (``int64``, values ``0..n_clusters``) of the n items of a
+/// precomputed ``affinity`` matrix: scikit-learn's
+/// ``SpectralClustering(n_clusters, affinity="precomputed",
+/// assign_labels=assign_labels, random_state=seed).fit_predict(affinity)``.
+///
+/// Same algorithm: normalised Laplacian of the affinity (diagonal ignored),
+/// its ``n_clusters`` smallest eigenvectors scaled by D^-1/2 with the same
+/// sign convention, then ``"discretize"`` (Yu & Shi) or ``"cluster_qr"``
+/// (Damle et al.), with the same random stream for ``seed`` as numpy's
+/// ``RandomState(seed)``. Only the needed eigenvectors are computed (block
+/// Krylov, with float32 products), with the GIL released.
+///
+/// ``affinity``: square, symmetric (to 1e-5 relative), finite, >= 0; float32
+/// or float64 (lists become float64). ``n_clusters`` in ``1..=n``; ``seed`` in
+/// ``0..=2**32-1``. Anything else raises ``InvalidInputError`` naming the
+/// argument. Items with no affinity to any other item get arbitrary labels,
+/// as in scikit-learn.
 #[pyfunction]
 #[pyo3(
     signature = (affinity, n_clusters, assign_labels = None, seed = None),
