@@ -8,9 +8,12 @@
 //! NaN), as in scikit-learn.
 
 pub mod bm25;
+mod dot;
 pub mod fused;
 pub mod normalized;
+mod pool;
 
+pub use dot::Dot;
 pub use normalized::{quantize_rows, top_k_normalized, Sketch};
 
 use faer::linalg::matmul::triangular::{self, BlockStructure};
@@ -209,7 +212,7 @@ pub fn cosine_into<T: Real>(x: ArrayView2<T>, y: Option<ArrayView2<T>>, mut out:
 /// (cosine), best first, ties broken by the lower index; and their scores.
 /// Fewer than `k` rows give all of them. Exact scores and the one-pass
 /// search: `fused::top_k_cosine`.
-pub fn top_k<T: normalized::Dot>(queries: ArrayView2<T>, x: ArrayView2<T>, k: usize) -> Result<(Array2<i64>, Array2<T>)> {
+pub fn top_k<T: Dot>(queries: ArrayView2<T>, x: ArrayView2<T>, k: usize) -> Result<(Array2<i64>, Array2<T>)> {
     fused::top_k_cosine(queries, x, k)
 }
 
