@@ -1,13 +1,39 @@
 """Stubs of the compiled module `ctxfold._core` (private: import from `ctxfold`)."""
 
+from collections.abc import Mapping, Sequence
 from os import PathLike
-from typing import overload
+from typing import Literal, TypedDict, final, overload
 
 import numpy as np
 import numpy.typing as npt
 
+__all__ = [
+    "__version__",
+    "Tokenizer",
+    "count_tokens",
+    "count_until",
+    "truncate",
+    "encoding_for_model",
+    "known_models",
+    "list_encodings",
+    "cosine_similarity",
+    "top_k",
+    "top_k_normalized",
+    "quantize_rows",
+    "Bm25",
+    "spectral_clustering",
+    "segment",
+    "decay_weights",
+    "BudgetAllocation",
+    "negotiate_budget",
+    "plan_layers",
+    "select_options",
+    "StaticTable",
+]
+
 __version__: str
 
+@final
 class Tokenizer:
     """An exact token counter: a built-in OpenAI encoding (vocabulary compiled
     into the binary, no download) or a Hugging Face ``tokenizer.json``.
@@ -79,8 +105,7 @@ def known_models() -> list[str]:
 def list_encodings() -> list[str]:
     """The built-in encodings."""
 
-# ---- numeric core: each area's stubs go after its marker ----
-# [similarity]
+# similarity
 def cosine_similarity(X: npt.ArrayLike, Y: npt.ArrayLike | None = None) -> npt.NDArray[np.floating]:
     """Cosine similarity of every row of ``X`` (n, d) with every row of ``Y``
     (m, d), or of ``X`` with itself: an (n, m) array of the input's dtype
@@ -141,6 +166,7 @@ def quantize_rows(X: npt.ArrayLike) -> tuple[npt.NDArray[np.int8], npt.NDArray[n
     be sketched in pieces and concatenated (each row's sketch depends on that
     row only). Non-finite values raise ``InvalidInputError``."""
 
+@final
 class Bm25:
     """Okapi BM25 over a fixed list of texts (the lexical half of relevance).
 
@@ -150,7 +176,7 @@ class Bm25:
     negative); each distinct query term counts once. ``k1 >= 0``, ``0 <= b <= 1``.
     """
 
-    def __init__(self, texts: list[str] | tuple[str, ...], k1: float = 1.5, b: float = 0.75) -> None: ...
+    def __new__(cls, texts: list[str] | tuple[str, ...], k1: float = 1.5, b: float = 0.75) -> Bm25: ...
     def scores(self, query: str) -> npt.NDArray[np.float64]:
         """The BM25 score of every text for ``query`` (0 where nothing matches)."""
     def top_k(self, query: str, k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
@@ -159,7 +185,7 @@ class Bm25:
     def tokenize(text: str) -> list[str]:
         """The terms BM25 sees in ``text``."""
     def __len__(self) -> int: ...
-# [segment]
+# clustering and segmentation
 def spectral_clustering(
     affinity: npt.ArrayLike, n_clusters: int, assign_labels: str = "discretize", seed: int = 0
 ) -> npt.NDArray[np.int64]:
@@ -173,8 +199,7 @@ def spectral_clustering(
     sign convention, then ``"discretize"`` (Yu & Shi) or ``"cluster_qr"``
     (Damle et al.), with the same random stream for ``seed`` as numpy's
     ``RandomState(seed)``. Only the needed eigenvectors are computed (block
-    Krylov; float32 products from n = 1,500 or for float32 input), with the
-    GIL released.
+    Krylov, with float32 products), with the GIL released.
 
     ``affinity``: square, symmetric (to 1e-5 relative), finite, >= 0; float32
     or float64 (lists become float64). ``n_clusters`` in ``1..=n``; ``seed`` in
@@ -222,16 +247,15 @@ def segment(
     search over the segment count runs first and is exact whenever it hits K
     (else the K-layer program runs). Memory O(K * n) beyond the input (plus
     up to 32 MB for the Lagrangian search's band of short segments). The
-    input check and row statistics run on rayon's threads from n = 512; GIL
-    released. About 15-25 ms for n = 2,000 (benches/bench_segment.py).
+    input check and row statistics run on rayon's threads for large inputs,
+    with the GIL released.
 
-    Good sentence vectors matter more than the method: with
-    ``ctxfold.Embedder`` (MiniLM) vectors, Pk is 0.047 on Choi 3-11 and
-    0.238 on DialSeg711; with ``StaticEmbedder`` 0.093 / 0.292; with
-    per-document TF-IDF 0.117 / 0.327 (benches/eval_segmentation.py).
+    Good sentence vectors matter more than the method: ``ctxfold.Embedder``
+    (MiniLM) vectors segment better than ``StaticEmbedder`` ones, and both
+    better than per-document TF-IDF.
     """
 
-# [decay]
+# recency decay
 def decay_weights(
     ages: npt.ArrayLike,
     model: str = "exponential",
@@ -265,10 +289,7 @@ def decay_weights(
     Every parameter is validated (half-life and rate > 0, weights and
     importances in [0, 1], ages >= 0 and finite, steps increasing).
     """
-# [budget]
-from collections.abc import Mapping, Sequence
-from typing import Literal, TypedDict, final, overload
-
+# budget negotiation
 _LayerSpec = tuple[int, int, int, float, float] | tuple[int, int, int, float, float, bool]
 
 @final
@@ -319,8 +340,7 @@ def negotiate_budget(
     whole numbers with ``min <= ideal <= max``, ``priority`` in 0..100 (higher is
     served first and cut last), ``elasticity`` in 0..1 (among equal priorities the
     more elastic layer is cut first). ``layers`` is a list of such tuples, a dict
-    of them by name, or an ``(n, 5|6)`` numeric array. About 1-2 µs for 8 layers
-    given as a list of tuples.
+    of them by name, or an ``(n, 5|6)`` numeric array.
 
     Phases:
 
@@ -403,7 +423,7 @@ def plan_layers(
     nothing without messages (tokens there could never be used); a budget of 0
     gives 0 everywhere (the published pressure divided by zero).
     """
-# [knapsack]
+# option selection
 class _SelectionInfo(TypedDict):
     value: float
     """Total value of the chosen options."""
@@ -452,7 +472,7 @@ def select_options(
 
     - ``"dp"``: the exact dynamic program over (item, tokens), after shifting
       each item's cheapest option to 0 and dividing costs by their gcd; used
-      whenever it fits in about 50 ms (items x options x budget <= 5e7);
+      whenever its work (items x options x budget) is at most 5e7;
     - ``"core"``: the LP relaxation over each item's upper convex hull of
       options, greedy by value per token to the break item, then an exact DP
       over the core (the items with the smallest reduced cost at the break
@@ -483,10 +503,8 @@ def select_options(
     return_info: Literal[True],
     method: Literal["auto", "dp", "core"] = "auto",
 ) -> tuple[npt.NDArray[np.int64], _SelectionInfo]: ...
-# [static_embed]
-from typing import final as _final
-
-@_final
+# static embeddings
+@final
 class StaticTable:
     """The compiled half of ``ctxfold.StaticEmbedder``: a Hugging Face
     tokenizer plus a token table. A text's vector is the weighted mean of the

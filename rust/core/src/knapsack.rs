@@ -10,7 +10,7 @@
 //! Methods, chosen by size (see `select_options`):
 //! - **trivial**: every combination fits, so each item takes its best option;
 //! - **dense DP**: the exact dynamic program over (item, tokens), used whenever
-//!   it fits in about 50 ms; it also applies the tie rule exactly;
+//!   its work fits under a fixed limit; it also applies the tie rule exactly;
 //! - **core DP** (Pisinger-style): the LP relaxation over each item's upper
 //!   convex hull of options (greedy by value per token up to the break item),
 //!   then an exact dynamic program over the "core" — the items whose reduced
@@ -53,7 +53,7 @@ impl Method {
 /// Which method to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Strategy {
-    /// The exact DP when it fits in about 50 ms, else the core method.
+    /// The exact DP when its work is small enough, else the core method.
     #[default]
     Auto,
     /// Always the exact DP (refused when its table would be unreasonably large).
@@ -121,7 +121,7 @@ impl Selection {
 }
 
 /// Dense DP work (cells x options) allowed before switching to the core
-/// method: about 50 ms on one core at ~1 ns per cell-option.
+/// method, so that `Auto` stays fast enough to call on every turn.
 const DENSE_WORK_LIMIT: u64 = 50_000_000;
 /// The largest dense DP `Strategy::Dp` will run (about 1 GB of backtrack table).
 const DENSE_FORCED_LIMIT: u64 = 1_000_000_000;

@@ -5,9 +5,11 @@
 //! wrapped by any binding. `rust/py` is the only crate that knows about Python.
 
 pub mod budget;
+pub mod cluster;
 pub mod decay;
 pub mod error;
 pub mod knapsack;
+pub mod linalg;
 mod pool;
 pub mod segment;
 pub mod similarity;

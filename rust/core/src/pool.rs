@@ -5,8 +5,8 @@
 ///
 /// Why: between two parallel passes rayon's workers spin for a while before
 /// they sleep. Called from a thread outside the pool, the sequential work
-/// between the passes then competes with them for the cores (on 2 cores,
-/// three busy threads). Inside the pool, the work's own thread is one of the
+/// between the passes then competes with them for the cores. Inside the
+/// pool, the work's own thread is one of the
 /// workers. Small inputs, with no parallel pass, skip the hand-over, which
 /// costs more than it saves there.
 pub(crate) fn on_pool_if<R: Send>(parallel: bool, work: impl FnOnce() -> R + Send) -> R {

@@ -8,9 +8,12 @@
 //! NaN), as in scikit-learn.
 
 pub mod bm25;
+mod dot;
 pub mod fused;
 pub mod normalized;
+mod pool;
 
+pub use dot::Dot;
 pub use normalized::{quantize_rows, top_k_normalized, Sketch};
 
 use faer::linalg::matmul::triangular::{self, BlockStructure};
@@ -18,36 +21,8 @@ use faer::{Accum, MatMut, MatRef, Par};
 use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 use rayon::prelude::*;
 
+use crate::linalg::Real;
 use crate::{Error, Result};
-
-/// The float types the similarity kernels accept.
-pub trait Real: faer::traits::ComplexField + Copy + PartialOrd + Send + Sync + 'static {
-    const ZERO: Self;
-    const ONE: Self;
-    fn to_f64(self) -> f64;
-    fn from_f64(v: f64) -> Self;
-    fn is_finite(self) -> bool;
-}
-
-macro_rules! impl_real {
-    ($t:ty) => {
-        impl Real for $t {
-            const ZERO: Self = 0.0;
-            const ONE: Self = 1.0;
-            fn to_f64(self) -> f64 {
-                self as f64
-            }
-            fn from_f64(v: f64) -> Self {
-                v as $t
-            }
-            fn is_finite(self) -> bool {
-                <$t>::is_finite(self)
-            }
-        }
-    };
-}
-impl_real!(f32);
-impl_real!(f64);
 
 /// Rows per unit of parallel work in the row-wise passes.
 const ROW_BLOCK: usize = 64;
@@ -148,9 +123,8 @@ fn self_gram<T: Real>(a: &[T], n: usize, d: usize, out: &mut [T]) {
 
 /// Clips the lower triangle of a row-major n x n matrix to [-1, 1] and
 /// copies it onto the upper one. Work goes by pairs of mirrored 64 x 64
-/// tiles (both stay in cache), the pairs of one tile-row per task: a pass
-/// over 16 MB is memory-bound and would otherwise cost a core several
-/// milliseconds at n = 2,000.
+/// tiles (both stay in cache), the pairs of one tile-row per task: the pass
+/// is memory-bound, so one core alone would leave bandwidth unused.
 fn clip_and_mirror_lower<T: Real>(m: &mut [T], n: usize) {
     const TILE: usize = 64;
     let tiles = n.div_ceil(TILE);
@@ -206,7 +180,7 @@ pub fn cosine<T: Real>(x: ArrayView2<T>, y: Option<ArrayView2<T>>) -> Result<Arr
 /// `cosine` into a caller's C-contiguous `out` of shape (rows of x, rows of
 /// y or x): every entry is written. Lets the Python binding hand over a
 /// numpy-allocated array (numpy asks the kernel for huge pages on large
-/// arrays; faulting in 16 MB of 4 KiB pages costs milliseconds).
+/// arrays, which fault in far faster than 4 KiB ones).
 pub fn cosine_into<T: Real>(x: ArrayView2<T>, y: Option<ArrayView2<T>>, mut out: ArrayViewMut2<T>) -> Result<()> {
     check_matrix(&x, "X")?;
     if let Some(y) = &y {
@@ -238,7 +212,7 @@ pub fn cosine_into<T: Real>(x: ArrayView2<T>, y: Option<ArrayView2<T>>, mut out:
 /// (cosine), best first, ties broken by the lower index; and their scores.
 /// Fewer than `k` rows give all of them. Exact scores and the one-pass
 /// search: `fused::top_k_cosine`.
-pub fn top_k<T: normalized::Dot>(queries: ArrayView2<T>, x: ArrayView2<T>, k: usize) -> Result<(Array2<i64>, Array2<T>)> {
+pub fn top_k<T: Dot>(queries: ArrayView2<T>, x: ArrayView2<T>, k: usize) -> Result<(Array2<i64>, Array2<T>)> {
     fused::top_k_cosine(queries, x, k)
 }
 

@@ -54,7 +54,7 @@ fn brute_force<T: Copy + Into<f64> + PartialOrd>(
     (scored.iter().map(|s| s.0 as i64).collect(), scored.iter().map(|s| s.1).collect())
 }
 
-fn check<T: ctxfold_core::similarity::normalized::Dot + Into<f64> + std::fmt::Debug>(
+fn check<T: ctxfold_core::similarity::Dot + Into<f64> + std::fmt::Debug>(
     q: &Array2<T>,
     x: &Array2<T>,
     k: usize,

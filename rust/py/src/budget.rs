@@ -12,7 +12,9 @@ use pyo3::types::{PyBool, PyDict, PyList, PySequenceMethods, PyString, PyTuple};
 use crate::errors::{non_negative, py_err, string, wrong_type, InvalidInputError};
 use crate::knapsack::float64_matrix;
 
-/// Tokens granted to each context layer by `negotiate_budget` or `plan_layers`.
+/// Tokens granted to each context layer (the result of ``negotiate_budget``
+/// and ``plan_layers``). ``alloc["history"]`` or ``alloc[6]`` reads one layer;
+/// ``alloc.to_dict()`` gives ``{name: tokens}``.
 #[pyclass(module = "ctxfold._core", name = "BudgetAllocation", frozen)]
 pub struct PyBudgetAllocation {
     names: Option<Vec<String>>,
@@ -28,39 +30,46 @@ impl PyBudgetAllocation {
         self.allocation.tokens.iter().map(|&t| t as i64).collect::<Vec<_>>().into_pyarray(py)
     }
 
-    /// Per layer: dropped (its minimum did not fit) or a fixed layer below its ideal.
+    /// Per layer: ``True`` if it was dropped to 0 because its minimum did not
+    /// fit, or is a fixed layer left below its ideal.
     #[getter]
     fn cut<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<bool>> {
         self.allocation.cut.clone().into_pyarray(py)
     }
 
+    /// Layer names (dict keys, ``names=``, or the standard layer names).
     #[getter]
     fn names(&self) -> Option<Vec<String>> {
         self.names.clone()
     }
 
-    /// Per layer: (min, ideal, max, priority, elasticity, fixed) as negotiated.
+    /// Per layer ``(min, ideal, max, priority, elasticity, fixed)`` as negotiated
+    /// (for ``plan_layers``: the requirements its formulas computed).
     #[getter]
     fn layers(&self) -> Vec<(u64, u64, u64, f64, f64, bool)> {
         self.layers.iter().map(|l| (l.min, l.ideal, l.max, l.priority, l.elasticity, l.fixed)).collect()
     }
 
+    /// The budget that was split.
     #[getter]
     fn total(&self) -> u64 {
         self.allocation.total
     }
 
+    /// Sum of the allocations (never above ``total``).
     #[getter]
     fn allocated(&self) -> u64 {
         self.allocation.allocated()
     }
 
+    /// ``total - allocated``: non-zero only when every layer that was not
+    /// dropped is at its max.
     #[getter]
     fn unallocated(&self) -> u64 {
         self.allocation.unallocated()
     }
 
-    /// `{name: tokens}` (layer indices when the layers had no names).
+    /// ``{name: tokens}``, or ``{index: tokens}`` when the layers have no names.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let dict = PyDict::new(py);
         for (i, &tokens) in self.allocation.tokens.iter().enumerate() {
@@ -72,7 +81,7 @@ impl PyBudgetAllocation {
         Ok(dict)
     }
 
-    /// Tokens of a layer, by name or index.
+    /// Tokens of one layer, by name (``KeyError`` if unknown) or index.
     fn __getitem__(&self, key: &Bound<'_, PyAny>) -> PyResult<u64> {
         let n = self.allocation.tokens.len();
         if let Ok(name) = key.cast::<PyString>() {
@@ -237,6 +246,42 @@ fn names_argument(names: &Bound<'_, PyAny>, n: usize) -> PyResult<Vec<String>> {
     items.iter().enumerate().map(|(i, s)| string(&format!("names[{i}]"), s)).collect()
 }
 
+/// Split ``total`` tokens between context layers.
+///
+/// Each layer is ``(min, ideal, max, priority, elasticity)`` with an optional
+/// sixth ``fixed`` flag (default: fixed when ``elasticity == 0``): tokens are
+/// whole numbers with ``min <= ideal <= max``, ``priority`` in 0..100 (higher is
+/// served first and cut last), ``elasticity`` in 0..1 (among equal priorities the
+/// more elastic layer is cut first). ``layers`` is a list of such tuples, a dict
+/// of them by name, or an ``(n, 5|6)`` numeric array.
+///
+/// Phases:
+///
+/// 1. fixed layers take their ideal, the others their minimum;
+/// 2. cut-to-fit when that does not fit: fixed layers shrink toward their
+///    minimum (lowest priority first); if even the minimums do not fit, layers
+///    are dropped to 0 from the lowest priority up (ties: more elastic, then
+///    earlier, first) and a dropped layer whose minimum fits in what was freed
+///    is re-admitted;
+/// 3. the rest goes toward the ideals: all of them when it covers every gap,
+///    else shares proportional to ``(ideal - min) * priority``, water-filled so
+///    that no share passes its ideal;
+/// 4. leftovers go to the elastic layers by priority up to their max, then to
+///    the fixed layers.
+///
+/// Guarantees: the sum never exceeds ``total``; every allocation is 0 or in
+/// ``[min, max]``; tokens stay unallocated only when every layer that was not
+/// dropped is at its max.
+///
+/// Fixes to the published OpenScroll algorithm: its cut-to-fit trimmed layers
+/// partly below their minimum ("below this, don't include at all") and never
+/// cut the fixed layers, so a small budget was over-allocated; its weighted
+/// pass scaled shares by ``priority / 100`` against a shrinking remainder, so
+/// layers stayed below their ideal even when the budget covered every ideal,
+/// and the leftover then went to the highest-priority layer up to its max.
+///
+/// Raises ``InvalidInputError`` naming the field (``layers[2].ideal``) for an
+/// invalid layer, ``InvalidTypeError`` for a wrong type.
 #[pyfunction]
 #[pyo3(signature = (total, layers, names = None))]
 fn negotiate_budget(total: &Bound<'_, PyAny>, layers: &Bound<'_, PyAny>, names: Option<&Bound<'_, PyAny>>) -> PyResult<PyBudgetAllocation> {
@@ -252,6 +297,44 @@ fn negotiate_budget(total: &Bound<'_, PyAny>, layers: &Bound<'_, PyAny>, names: 
     Ok(PyBudgetAllocation { names: layer_names, layers, allocation })
 }
 
+/// The eight standard layers — ``identity``, ``preferences``, ``topic``,
+/// ``entity``, ``conversation_arc``, ``retrieval`` (just-in-time),
+/// ``history`` (message history), ``user_message`` — sized by the OpenScroll
+/// budget formulas for this situation, then split by ``negotiate_budget``.
+///
+/// With ``B = total``, depth ``d`` = 0.5 / 1 / 1.5 (minimal / standard / deep),
+/// conversation pressure ``p = min(1, conversation_tokens / 0.7B)``:
+///
+/// - identity: fixed, priority 100, min 150, ideal ``min(400, 2% B)``, max 500;
+/// - preferences: fixed, priority 95, min 100, ideal ``min(600, 3% B)``, max 800;
+/// - topic: ``12% B * d * min(2, 1 + 0.3 (topics - 1)) * (1 - 0.4 p)``, min 300
+///   if any topic, max 25% B, priority 85 when knowledge-heavy (2+ topics or
+///   deep) else 70;
+/// - entity: ``6% B * min(2, 1 + 0.4 (entities - 1))`` capped at 400 per
+///   entity, min 150 if any entity, max 12% B, priority 65;
+/// - conversation_arc: ``150 * log2(max(1, messages) + 1) * d`` capped at
+///   15% B, min 200 if the conversation is active, max 20% B, priority 88 if
+///   active else 30;
+/// - retrieval: ``10% B * max(0.3, 1 - min(1, topic_bundle_tokens / 15% B)) * d``,
+///   min 200, max 18% B, priority 75;
+/// - history: all of a conversation up to 3,000 tokens, else 35% / 30% / 25% of
+///   B (up to 10,000 / 50,000 / beyond), x1.3 with ``prioritize_history``, x1.2
+///   when dialogue-heavy (more than 20 messages and ``prioritize_history``),
+///   never more than the conversation; min 500 if active, max 60% B, priority
+///   90 when dialogue-heavy else 80;
+/// - user_message: fixed at ``user_message_tokens``, priority 100.
+///
+/// ``active_conversation`` defaults to ``message_count > 0``.
+///
+/// Fixes to the published formulas (besides those of ``negotiate_budget``):
+/// every ideal is clamped into ``[min, max]`` and every min to ``<= max`` (the
+/// identity ideal ``min(400, 2% B)`` fell under its 150 floor below 7,500
+/// tokens; the topic ideal could pass its 25% max); the entity max is capped
+/// at 400 tokens per entity too (the published cap applied to the ideal only,
+/// so leftovers could give a situation without entities 12% of the budget);
+/// the history max is capped at the conversation's size and the arc gets
+/// nothing without messages (tokens there could never be used); a budget of 0
+/// gives 0 everywhere (the published pressure divided by zero).
 #[pyfunction]
 #[pyo3(signature = (
     total,

@@ -25,6 +25,24 @@ fn optional_vector<'py>(obj: Option<&Bound<'py, PyAny>>, argument: &str) -> PyRe
     obj.filter(|o| !o.is_none()).map(|o| f64_vector(o, argument)).transpose()
 }
 
+/// Recency weights in [0, 1] for ages (turns or seconds ago, >= 0).
+///
+/// ``weight = clip(base(age) * importance_factor * recent_factor, 0, 1)``:
+///
+/// - ``model="exponential"``: ``0.5 ** (age / half_life)``;
+///   ``"logarithmic"``: ``1 / (1 + rate * ln(1 + age))``;
+///   ``"step"``: the weight of the first ``(max_age, weight)`` step with
+///   ``age <= max_age`` (older: the last step's weight);
+///   ``"adaptive"``: exponential with half-life 20 / 10 / 5 for importance
+///   > 0.8 / > 0.5 / otherwise (importance defaults to 0.5).
+/// - importance factor (when ``importance`` is given and ``importance_adjust``):
+///   x1.5 above 0.8, x1 above 0.5, x0.7 otherwise.
+/// - recency boost: x``recent_boost`` for items with ``turns_ago < recent_turns``
+///   (the last two turns by default). With ``unit="turns"`` the ages are the
+///   turns ago; with ``unit="seconds"`` pass ``turns_ago`` to get the boost.
+///
+/// Every parameter is validated (half-life and rate > 0, weights and
+/// importances in [0, 1], ages >= 0 and finite, steps increasing).
 #[pyfunction]
 #[pyo3(signature = (
     ages, model = "exponential", *, half_life = 10.0, rate = 1.0, steps = None, importance = None,

@@ -92,6 +92,44 @@ fn info<'py>(py: Python<'py>, selection: &Selection) -> PyResult<Bound<'py, PyDi
     Ok(dict)
 }
 
+/// Choose one option per item (keep / summary levels / drop) maximising the
+/// total value with total cost ``<= budget`` tokens: a multiple-choice knapsack.
+/// Returns the chosen option index per item (``int64`` array).
+///
+/// ``costs``: ``(n, k)`` non-negative integer token costs (int64 read in place;
+/// other integer dtypes converted; floats refused). ``values``: ``(n, k)``
+/// finite numbers. Option 0 is each item's full form: ``protected`` (``n``
+/// bools) items take it. ``groups`` (``n`` ints): items with the same id
+/// ``>= 0`` take the same option index (a tool call and its result; a group
+/// with a protected member takes option 0); ``-1`` = no group. Groups are
+/// solved as one super-item whose option ``j`` sums its members' option ``j``.
+///
+/// Ties: among plans of equal value the more recent (higher-index) items get
+/// their lower-index, fuller options (``prefer_recent=False``: earlier items).
+/// Exact on the ``"dp"`` path; the core method applies it to its greedy only.
+///
+/// Methods (``method="auto"`` picks):
+///
+/// - ``"dp"``: the exact dynamic program over (item, tokens), after shifting
+///   each item's cheapest option to 0 and dividing costs by their gcd; used
+///   whenever its work (items x options x budget) is at most 5e7;
+/// - ``"core"``: the LP relaxation over each item's upper convex hull of
+///   options, greedy by value per token to the break item, then an exact DP
+///   over the core (the items with the smallest reduced cost at the break
+///   efficiency; the others fixed to their LP choice), grown until optimality
+///   is proven or a work limit is hit (after Pisinger's minimal algorithm).
+///   Its upper bound is ``max(value, lp_bound - smallest reduced cost outside
+///   the core)``, so the gap it reports is never exceeded.
+///
+/// ``return_info=True`` returns ``(choices, info)`` with ``info`` a dict: ``value``, ``cost``, ``upper_bound``, ``gap``,
+/// ``lp_bound``, ``exact``, ``method``.
+///
+/// Raises ``BudgetError`` (saying by how many tokens) when even the cheapest
+/// admissible plan — protected items at option 0, every other item at its
+/// cheapest option — exceeds the budget: an over-budget plan is never
+/// returned. Raises ``InvalidInputError`` naming the argument for mismatched
+/// shapes, wrong dtypes, NaN/inf values, negative costs or group ids below -1;
+/// ``InvalidTypeError`` for arguments of the wrong type.
 #[pyfunction]
 #[pyo3(
     signature = (costs, values, budget, protected = None, groups = None, prefer_recent = None, *, return_info = None, method = None),

@@ -4,6 +4,7 @@
 
 mod arrays;
 mod budget;
+mod cluster;
 mod decay;
 mod errors;
 mod knapsack;
@@ -20,6 +21,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     tokens::register(m)?;
     similarity::register(m)?;
+    cluster::register(m)?;
     segment::register(m)?;
     decay::register(m)?;
     budget::register(m)?;

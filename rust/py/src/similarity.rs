@@ -2,6 +2,7 @@
 //! (float32 or float64): X and Y must agree, other dtypes are refused rather
 //! than silently converted; plain lists become float64.
 
+use ctxfold_core::linalg::Real;
 use ctxfold_core::similarity::{self, bm25};
 use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
@@ -69,7 +70,14 @@ fn dtype_mismatch(x: &Matrix<'_>, y: &Matrix<'_>) -> PyErr {
     ))
 }
 
-/// Cosine similarity of the rows of X with the rows of Y (or of X).
+/// Cosine similarity of every row of ``X`` (n, d) with every row of ``Y``
+/// (m, d), or of ``X`` with itself: an (n, m) array of the input's dtype
+/// (float32 or float64; ``X`` and ``Y`` must agree; lists become float64).
+///
+/// A zero row has similarity 0 with everything, never NaN; values are clipped
+/// to [-1, 1]. Rows are normalised once and multiplied with a parallel GEMM
+/// with the GIL released. Non-finite values, a column-count mismatch, other
+/// dtypes or a non-2-D input raise ``InvalidInputError`` naming the argument.
 #[pyfunction]
 #[pyo3(name = "cosine_similarity", signature = (X, Y = None))]
 #[allow(non_snake_case)]
@@ -87,7 +95,7 @@ fn cosine_similarity<'py>(py: Python<'py>, X: &Bound<'py, PyAny>, Y: Option<&Bou
 
 /// `similarity::cosine_into` a new array allocated by numpy (which backs
 /// large arrays with huge pages; see `cosine_into`), the GIL released.
-fn cosine_to_numpy<'py, T: similarity::Real + numpy::Element>(
+fn cosine_to_numpy<'py, T: Real + numpy::Element>(
     py: Python<'py>,
     x: &PyReadonlyArray2<'py, T>,
     y: Option<&PyReadonlyArray2<'py, T>>,
@@ -102,7 +110,23 @@ fn cosine_to_numpy<'py, T: similarity::Real + numpy::Element>(
     Ok(out.into_any())
 }
 
-/// The k rows of X most similar to the query (or to each query row).
+/// Indices and cosine scores of the ``k`` rows of ``X`` most similar to
+/// ``query``, best first (ties: lower index first). A 1-D query gives 1-D
+/// results, a 2-D query one row per query. Fewer than ``k`` rows give all.
+///
+/// Scores keep the input's dtype (float32 or float64; ``query`` and ``X``
+/// must agree; lists become float64): each is the cosine with its sums in
+/// f64, clipped to [-1, 1] and rounded to that dtype; a zero row, or a zero
+/// query, scores 0. ``X`` is read in place (no normalised copy, no score
+/// matrix) with the GIL released: one pass takes each row's dot product and
+/// norm together, row blocks in parallel, and keeps only the rows that a
+/// proven error bound cannot rule out of the top k; those are rescored
+/// exactly, so the ranking is that of the exact scores. Several queries go
+/// through a blocked matrix product that reads ``X`` once. For rows already
+/// unit length, ``top_k_normalized`` skips the norms. Non-finite values, a
+/// dimension mismatch, other dtypes, a non-2-D ``X`` or a negative ``k``
+/// raise ``InvalidInputError``, and a non-numeric argument or a non-int
+/// ``k`` ``InvalidTypeError``, each naming the argument.
 #[pyfunction]
 #[pyo3(signature = (query, X, k))]
 #[allow(non_snake_case)]
@@ -154,8 +178,18 @@ fn sketch_arrays<'py>(obj: Option<&Bound<'py, PyAny>>) -> PyResult<Option<Sketch
     })
 }
 
-/// The k rows of already unit-length X with the largest dot product with
-/// the query: the cosine ranking without renormalising or copying X.
+/// ``top_k`` for rows of ``X`` that are already unit length (or zero):
+/// scores are plain dot products (f64-accumulated, rounded to ``X``'s dtype,
+/// clipped to [-1, 1]), best first, ties to the lower index; ``X`` is read in
+/// place (no normalised copy), row blocks in parallel with the GIL released.
+/// ``valid`` (bool, one per row) skips rows where it is False. ``sketch``,
+/// from ``quantize_rows(X)`` (float32 ``X`` only), makes the first pass read
+/// int8 codes (a quarter of the memory traffic); results are identical with
+/// or without it: each row's approximate score carries a proven error bound
+/// and every row whose bound reaches the k-th best lower bound is rescored
+/// exactly. Several queries go through one blocked matrix product that reads
+/// ``X`` once (the sketch is checked but only a single query reads it).
+/// Non-finite values raise ``InvalidInputError`` naming the argument.
 #[pyfunction]
 #[pyo3(signature = (query, X, k, *, valid = None, sketch = None))]
 #[allow(non_snake_case)]
@@ -195,7 +229,11 @@ fn top_k_normalized<'py>(
     PyTuple::new(py, [indices, scores])
 }
 
-/// The int8 sketch of float32 rows that `top_k_normalized(..., sketch=)` reads.
+/// The int8 sketch of float32 rows for ``top_k_normalized(..., sketch=)``:
+/// ``codes`` (n, d) int8 with ``codes[i] * bounds[i, 0]`` approximating row
+/// ``i``, and ``bounds[i, 1]`` bounding the norm of the difference. Rows can
+/// be sketched in pieces and concatenated (each row's sketch depends on that
+/// row only). Non-finite values raise ``InvalidInputError``.
 #[pyfunction]
 #[pyo3(signature = (X))]
 #[allow(non_snake_case)]
@@ -211,7 +249,12 @@ fn quantize_rows<'py>(py: Python<'py>, X: &Bound<'py, PyAny>) -> PyResult<Bound<
     PyTuple::new(py, [codes.into_pyarray(py).into_any(), bounds.into_pyarray(py).into_any()])
 }
 
-/// A BM25 index over a list of texts.
+/// Okapi BM25 over a fixed list of texts (the lexical half of relevance).
+///
+/// Tokenisation (see ``Bm25.tokenize``): lowercase, split into runs of Unicode
+/// letters and digits, drop common English stop words, Snowball English
+/// stemming. idf is Lucene's ``ln(1 + (N - df + 0.5) / (df + 0.5))`` (never
+/// negative); each distinct query term counts once. ``k1 >= 0``, ``0 <= b <= 1``.
 #[pyclass(module = "ctxfold._core", name = "Bm25", frozen)]
 struct PyBm25 {
     index: bm25::Bm25,
@@ -230,11 +273,13 @@ impl PyBm25 {
         Ok(Self { index })
     }
 
+    /// The BM25 score of every text for ``query`` (0 where nothing matches).
     fn scores<'py>(&self, py: Python<'py>, query: &Bound<'py, PyAny>) -> PyResult<Bound<'py, numpy::PyArray1<f64>>> {
         let query = text(query, "query")?;
         Ok(py.detach(|| self.index.scores(&query)).into_pyarray(py))
     }
 
+    /// Indices and scores of the ``k`` best texts, best first (ties: lower index).
     fn top_k<'py>(&self, py: Python<'py>, query: &Bound<'py, PyAny>, k: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
         let k = non_negative("k", k)?;
         let query = text(query, "query")?;
@@ -247,9 +292,10 @@ impl PyBm25 {
         PyTuple::new(py, [best.into_pyarray(py).into_any(), scores.into_pyarray(py).into_any()])
     }
 
+    /// The terms BM25 sees in ``text``.
     #[staticmethod]
-    fn tokenize(text_obj: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
-        Ok(bm25::tokenize(&text(text_obj, "text")?))
+    fn tokenize(text: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        Ok(bm25::tokenize(&crate::text_input::text(text, "text")?))
     }
 
     fn __len__(&self) -> usize {

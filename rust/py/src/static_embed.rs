@@ -11,7 +11,19 @@ use pyo3::prelude::*;
 use crate::errors::{py_err, wrong_type, InvalidInputError};
 use crate::text_input::{text as one_text, texts as text_list, Texts};
 
-/// A tokenizer plus a float32 table: text -> unit-norm weighted mean of token rows.
+/// The compiled half of ``ctxfold.StaticEmbedder``: a Hugging Face
+/// tokenizer plus a token table. A text's vector is the weighted mean of the
+/// rows of its token ids (no special tokens, no truncation), L2-normalised;
+/// a text with no tokens gets the zero vector. Batches run on all cores with
+/// the GIL released. BERT-style tokenizers (BertNormalizer, BertPreTokenizer,
+/// WordPiece) take a direct path for printable-ASCII words that gives the
+/// same ids as the ``tokenizers`` library; other text goes through it.
+///
+/// ``tokenizer_path``: a ``tokenizer.json``; ``table``: float32 ``(rows,
+/// dim)`` with at least one row per token id; ``weights``: float32
+/// ``(rows,)``, finite and ``>= 0``. Anything else raises
+/// ``InvalidInputError`` / ``InvalidTypeError`` naming the argument;
+/// a missing tokenizer file raises ``MissingFileError``.
 #[pyclass(module = "ctxfold._core", name = "StaticTable", frozen)]
 pub struct PyStaticTable {
     inner: StaticEmbedder,
@@ -56,22 +68,25 @@ impl PyStaticTable {
         Ok(Self { inner })
     }
 
+    /// Columns of the table: the embedding dimension.
     #[getter]
     fn dim(&self) -> usize {
         self.inner.dim()
     }
 
+    /// Rows of the table.
     #[getter]
     fn vocab_size(&self) -> usize {
         self.inner.vocab_size()
     }
 
+    /// Whether printable-ASCII text takes the direct WordPiece path.
     #[getter]
     fn has_fast_tokenizer(&self) -> bool {
         self.inner.has_fast_tokenizer()
     }
 
-    /// `(dim,)` for a str, `(len(texts), dim)` for a list or tuple of str.
+    /// ``(dim,)`` for a str, ``(len(texts), dim)`` float32 for a list or tuple.
     #[pyo3(signature = (texts, /))]
     fn encode<'py>(&self, py: Python<'py>, texts: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         match text_list(texts, "texts")? {
@@ -86,14 +101,14 @@ impl PyStaticTable {
         }
     }
 
-    /// The token ids a text is averaged over (no special tokens).
+    /// The token ids a text is averaged over.
     #[pyo3(signature = (text, /))]
     fn token_ids(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
         let s = one_text(text, "text")?;
         py.detach(|| self.inner.token_ids(&s)).map_err(py_err)
     }
 
-    /// Token counts of a list of texts (int64 array).
+    /// Token counts of the texts (a str counts as a list of one).
     #[pyo3(signature = (texts, /))]
     fn count_tokens<'py>(&self, py: Python<'py>, texts: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let batch = match text_list(texts, "texts")? {

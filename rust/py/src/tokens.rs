@@ -13,8 +13,13 @@ use pyo3::types::PyString;
 use crate::errors::{non_negative, py_err, string, wrong_type};
 use crate::text_input::{text, texts, Texts};
 
-/// An exact token counter: a built-in OpenAI encoding or a Hugging Face
-/// `tokenizer.json`. Immutable, so it is shared across threads freely.
+/// An exact token counter: a built-in OpenAI encoding (vocabulary compiled
+/// into the binary, no download) or a Hugging Face ``tokenizer.json``.
+///
+/// Counts equal tiktoken's ``encode_ordinary``: text such as
+/// ``<|endoftext|>`` is counted as plain text. Hugging Face counts exclude
+/// special tokens (``[CLS]``, ``<s>``) and ignore any truncation or padding
+/// configured in the file. Immutable and thread-safe.
 #[pyclass(module = "ctxfold._core", name = "Tokenizer", frozen)]
 pub struct PyTokenizer {
     counter: Arc<TokenCounter>,
@@ -81,19 +86,21 @@ fn truncate_any(py: Python<'_>, counter: &TokenCounter, text_obj: &Bound<'_, PyA
 
 #[pymethods]
 impl PyTokenizer {
-    /// A built-in encoding: "cl100k_base" or "o200k_base".
+    /// ``"cl100k_base"`` or ``"o200k_base"``; anything else raises ``UnknownEncodingError``.
     #[staticmethod]
     fn from_encoding(name: &Bound<'_, PyAny>) -> PyResult<Self> {
         resolve(None, Some(name)).map(Self::new)
     }
 
-    /// The encoding of an OpenAI model name, e.g. "gpt-4o".
+    /// The encoding of an OpenAI model (``"gpt-4o"``, ``"o3-mini"``, ``"gpt-4"``...);
+    /// an unknown name raises ``UnknownModelError`` listing the known ones.
     #[staticmethod]
     fn for_model(model: &Bound<'_, PyAny>) -> PyResult<Self> {
         resolve(Some(model), None).map(Self::new)
     }
 
-    /// A Hugging Face `tokenizer.json`.
+    /// Load a Hugging Face ``tokenizer.json``. A missing file raises
+    /// ``MissingFileError``; a file that is not a tokenizer raises ``InvalidInputError``.
     #[staticmethod]
     fn from_file(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<Self> {
         let path: PathBuf = path.extract().map_err(|_| wrong_type("path", "str or os.PathLike", path))?;
@@ -101,29 +108,40 @@ impl PyTokenizer {
         Ok(Self::new(counter))
     }
 
+    /// The encoding name, or the path the tokenizer was loaded from.
     #[getter]
     fn name(&self) -> &str {
         self.counter.name()
     }
 
+    /// Token count of one text (an ``int``) or of each text of a list (an
+    /// ``int64`` array, computed in parallel with the GIL released).
     fn count(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         count_any(py, &self.counter, text)
     }
 
+    /// The exact count if it is at most ``limit``, else ``None``. Stops as
+    /// soon as the limit is passed, so the cost follows ``limit``, not the text.
     fn count_until(&self, py: Python<'_>, text: &Bound<'_, PyAny>, limit: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
         count_until_any(py, &self.counter, text, limit)
     }
 
-    #[pyo3(signature = (text, max_tokens, side = None))]
+    /// The longest start (``side="end"`` cuts the end) or end (``side="start"``)
+    /// of ``text`` cut on a token boundary and on a character boundary that
+    /// counts at most ``max_tokens`` tokens. Returns ``text`` itself when it fits.
+    #[pyo3(signature = (text, max_tokens, side = None), text_signature = "($self, text, max_tokens, side=\"end\")")]
     fn truncate(&self, py: Python<'_>, text: &Bound<'_, PyAny>, max_tokens: &Bound<'_, PyAny>, side: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
         truncate_any(py, &self.counter, text, max_tokens, side)
     }
 
-    fn encode(&self, py: Python<'_>, text_obj: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
-        let s = text(text_obj, "text")?;
+    /// Token ids of ``text``.
+    fn encode(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
+        let s = crate::text_input::text(text, "text")?;
         py.detach(|| self.counter.encode(&s)).map_err(py_err)
     }
 
+    /// Text of token ids; partial UTF-8 sequences become U+FFFD. Ids outside
+    /// the vocabulary raise ``InvalidInputError``.
     fn decode(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<String> {
         let ids: Vec<u32> = ids
             .extract()
@@ -142,6 +160,9 @@ impl PyTokenizer {
     }
 }
 
+/// Exact token count of a text (``int``) or of each text of a list (``int64`` array,
+/// in parallel, GIL released). ``model=`` picks the model's encoding, ``encoding=``
+/// names one; with neither, ``o200k_base`` (every current OpenAI model).
 #[pyfunction]
 #[pyo3(signature = (text, *, model = None, encoding = None))]
 fn count_tokens(
@@ -153,6 +174,7 @@ fn count_tokens(
     count_any(py, &resolve(model, encoding)?, text)
 }
 
+/// The exact count if it is at most ``limit``, else ``None``; the cost follows ``limit``.
 #[pyfunction]
 #[pyo3(signature = (text, limit, *, model = None, encoding = None))]
 fn count_until(
@@ -165,8 +187,13 @@ fn count_until(
     count_until_any(py, &resolve(model, encoding)?, text, limit)
 }
 
+/// ``text`` cut to at most ``max_tokens`` tokens on a token boundary; ``side="end"`` keeps
+/// the beginning, ``side="start"`` keeps the end.
 #[pyfunction]
-#[pyo3(signature = (text, max_tokens, side = None, *, model = None, encoding = None))]
+#[pyo3(
+    signature = (text, max_tokens, side = None, *, model = None, encoding = None),
+    text_signature = "(text, max_tokens, side=\"end\", *, model=None, encoding=None)"
+)]
 fn truncate(
     py: Python<'_>,
     text: &Bound<'_, PyAny>,
@@ -178,17 +205,20 @@ fn truncate(
     truncate_any(py, &resolve(model, encoding)?, text, max_tokens, side)
 }
 
+/// The encoding name of an OpenAI model; ``UnknownModelError`` for an unknown one.
 #[pyfunction]
 fn encoding_for_model(model: &Bound<'_, PyAny>) -> PyResult<&'static str> {
     let name = optional_str(Some(model), "model")?.unwrap_or_default();
     tokens::encoding_for_model(&name).map(Encoding::name).map_err(py_err)
 }
 
+/// Every model name ``encoding_for_model`` knows (prefixes end in ``*``).
 #[pyfunction]
 fn known_models() -> Vec<String> {
     tokens::known_models()
 }
 
+/// The built-in encodings.
 #[pyfunction]
 fn list_encodings() -> Vec<&'static str> {
     Encoding::ALL.iter().map(|e| e.name()).collect()

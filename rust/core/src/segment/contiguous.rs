@@ -2,8 +2,8 @@
 //! maximising a coherence objective over the similarity matrix, exactly, by
 //! dynamic programming.
 //!
-//! The objective (chosen on Choi 3-11 and DialSeg711 with TF-IDF vectors; see
-//! benches/eval_segmentation.py for what else was tried and the figures):
+//! The objective (chosen on Choi 3-11 and DialSeg711 with
+//! `benches/eval_segmentation.py`):
 //!
 //! 1. Evidence that blocks a and b share a topic: the similarity as a z-score
 //!    within each block's own row, averaged over the two rows, clipped at 0,
@@ -21,8 +21,7 @@
 //!    w(a,b) / L^0.3`; a segmentation scores the sum over its segments. The
 //!    exponent is the length prior: with 0 (plain correlation clustering)
 //!    long segments collect evidence quadratically and win too often; larger
-//!    exponents discount long segments more (towards equal lengths). 0.3 was
-//!    best on both data sets (0 to 1 tried).
+//!    exponents discount long segments more (towards equal lengths).
 //!
 //! Segment scores come from a running sum per end position (O(1) each after
 //! O(n) per end), so there is no n x n prefix-sum table. With a fixed count K
@@ -33,11 +32,11 @@
 //! optimal for K. Only when K lies strictly inside a hull edge (rare) does it
 //! fall back to the K-layer DP (see `solve`).
 //!
-//! Where the time goes at n = 2,000 (and what keeps it low; none of it
-//! changes a result, every sum is added in the same order as before):
-//! - validating and summarising the matrix (`matrix::scan_square`): one
+//! Where the time goes (and what keeps it low; none of it changes a result,
+//! every sum is added in the same order as a plain loop would):
+//! - validating and summarising the matrix (`linalg::scan_square`): one
 //!   tiled pass, the mirror of each 64-row step read along its rows, steps
-//!   on rayon's threads; about a third of the total;
+//!   on rayon's threads;
 //! - the running sums: the suffix sums of 8 consecutive rows are
 //!   independent chains of additions, run interleaved (`objective`);
 //! - the DP's arg-max: a max-only vector pass per chunk of 64 candidates,
@@ -52,16 +51,15 @@
 
 use ndarray::ArrayView2;
 
-use super::matrix::Real;
 use super::objective::prepare;
 use super::solve::{lagrangian, layered};
 use super::windows::Windows;
+use crate::linalg::Real;
 use crate::{Error, Result};
 
 /// Up to this many segments the K-layer DP (one pass, k comparisons per
-/// candidate) runs directly; beyond, the Lagrangian search (about 10 passes
-/// over a band of short segments, then one full pass) is cheaper. Measured
-/// crossover at n = 2,000: k ~ 25.
+/// candidate) runs directly; beyond, the Lagrangian search (a few passes over
+/// a band of short segments, then one full pass) is cheaper.
 const LAYERED_MAX_K: usize = 24;
 
 /// What decides the number and size of segments; see [`segment`].

@@ -6,8 +6,8 @@ use std::borrow::Cow;
 
 use ndarray::ArrayView2;
 
-use super::matrix::{row_major, row_stats_lanes, scan_square, square_size, Real};
 use super::windows::Windows;
+use crate::linalg::{row_major, row_stats_lanes, scan_square, square_size, Real};
 use crate::{Error, Result};
 
 pub(crate) const LENGTH_EXPONENT: f64 = 0.3;

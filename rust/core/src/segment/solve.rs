@@ -12,9 +12,9 @@
 //!
 //! Inner loops are compiled twice, for the baseline and for AVX2.
 
-use super::matrix::Real;
 use super::objective::{CachedScores, Prepared, ScoreSource, ScoreStream};
 use super::windows::Windows;
+use crate::linalg::Real;
 
 /// Boundaries found by following `back` from n.
 fn trace(n: usize, mut step: impl FnMut(usize) -> usize) -> Vec<usize> {
@@ -131,7 +131,7 @@ fn max_arg(f: &[f64], g: &[f64]) -> (f64, usize) {
     (top, base + t)
 }
 
-/// Independent running maxima in `chunk_max` (more were no faster).
+/// Independent running maxima in `chunk_max`, so the maxima do not wait on each other.
 const MAX_LANES: usize = 8;
 
 /// The largest `f[t] + g[t]`, in independent lanes so it vectorises (a
@@ -248,10 +248,9 @@ const CACHED_SCORES_MAX: usize = 1 << 22;
 /// with that certificate of optimality.
 ///
 /// The search itself runs on a relaxation that only considers segments up
-/// to 4x the mean length (for k = 50 of n = 2,000: a band of 160 blocks
-/// near the diagonal), whose scores are computed once and kept (n * 4n / k
-/// values, 2.5 MB there; recomputed per penalty above 32 MB), so each
-/// penalty costs only the DP's maxima;
+/// to 4x the mean length (a band near the diagonal), whose scores are
+/// computed once and kept (n * 4n / k values; recomputed per penalty above
+/// CACHED_SCORES_MAX), so each penalty costs only the DP's maxima;
 /// its penalty is then checked by one pass over every candidate, which is
 /// what certifies the answer.
 /// Optimal segments that long are rare, so the check usually passes; if not,
@@ -261,8 +260,8 @@ pub(crate) fn lagrangian<T: Real>(p: &Prepared<'_, T>, windows: &Windows, k: usi
     let band = (4 * n).div_ceil(k).max(32);
     let mut known = None;
     if band < n {
-        // Keep the band's scores when they fit in CACHED_SCORES_MAX values
-        // (n = 2,000: any k > 24); else recompute them per penalty.
+        // Keep the band's scores when they fit in CACHED_SCORES_MAX values;
+        // else recompute them per penalty.
         let cached = (n.saturating_mul(band) <= CACHED_SCORES_MAX).then(|| CachedScores::new(p, windows, band));
         let scores = cached.as_ref().map_or(Scores::Stream(band), Scores::Cached);
         if let Some(found) = search(p, windows, k, scores, band, None) {

@@ -36,7 +36,8 @@ use faer::{Accum, MatMut, MatRef, Par};
 use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;
 
-use super::normalized::{dot_and_norm2, Dot, Pool, BLOCK};
+use super::dot::{dot_and_norm2, has_avx2_fma, Dot};
+use super::pool::{Pool, BLOCK};
 use crate::{Error, Result};
 
 /// Rows per block of the blocked product: the block (384 float32 columns:
@@ -270,7 +271,7 @@ fn stream<T: Dot>(q: &Query<T>, flat: &[T], d: usize, k: usize, bound: Bound, pa
 
 fn stream_block<T: Dot>(q: &Query<T>, flat: &[T], rows: Range<usize>, bound: Bound, pool: &mut Pool) -> Outcome {
     #[cfg(target_arch = "x86_64")]
-    if super::normalized::has_avx2_fma() {
+    if has_avx2_fma() {
         // SAFETY: the CPU supports the features the function is compiled for.
         return unsafe { stream_block_avx2(q, flat, rows, bound, pool) };
     }
@@ -422,7 +423,7 @@ fn product_block<T: Dot>(
     let dst = MatMut::from_column_major_slice_mut(&mut state.scores[..b * m], m, b);
     faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, T::ONE, Par::Seq);
     #[cfg(target_arch = "x86_64")]
-    if super::normalized::has_avx2_fma() {
+    if has_avx2_fma() {
         // SAFETY: the CPU supports the features the function is compiled for.
         return unsafe { scan_avx2(block, d, rows.start, scorer, state) };
     }
@@ -487,7 +488,7 @@ fn may_reach(v: f64, f: f64) -> bool {
 /// The squared norms of a block's rows, in the input precision.
 fn block_norms<T: Dot>(block: &[T], d: usize, out: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
-    if super::normalized::has_avx2_fma() {
+    if has_avx2_fma() {
         // SAFETY: the CPU supports the features the function is compiled for.
         return unsafe { block_norms_avx2(block, d, out) };
     }

@@ -18,58 +18,22 @@
 //! memory traffic, which is what bounds this memory-bound loop) multiplied
 //! exactly in integers with the query quantised to int16; its bound is
 //! `|q| |e_x| + |e_q| |x~|` (Cauchy-Schwarz on both quantisation errors).
-//! Memory: nothing per row beyond the candidates (typically a few dozen).
+//! Memory: nothing per row; only the candidates are kept.
 
-use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
+use std::cmp::Ordering;
 
 use ndarray::{Array2, ArrayView1, ArrayView2, CowArray, Ix2};
 use rayon::prelude::*;
 
-use super::{fused, Real};
+use super::dot::{dot_and_norm2, has_avx2_fma, Dot};
+use super::fused;
+use super::pool::{Pool, BLOCK};
 use crate::{Error, Result};
 
-/// Rows per unit of parallel work: large enough to amortise scheduling,
-/// small enough to balance two to eight workers over 100,000 rows.
-pub(super) const BLOCK: usize = 2048;
 /// With a sketch, from this many queries the blocked product replaces one
 /// sketched pass per query (each reads a quarter of the product's bytes).
 const SKETCH_PRODUCT_FROM: usize = 8;
 
-/// A float type the kernels accumulate in, with its unit roundoff.
-pub trait Dot: Real {
-    const UNIT_ROUNDOFF: f64;
-    fn mul_add(self, a: Self, b: Self) -> Self;
-    fn plus(self, b: Self) -> Self;
-    fn times(self, b: Self) -> Self;
-    /// The slice as f32 when `Self` is f32 (for the hand-written kernel).
-    fn as_f32(values: &[Self]) -> Option<&[f32]>;
-}
-
-macro_rules! impl_dot {
-    ($t:ty, $u:expr, $v:ident => $as_f32:expr) => {
-        impl Dot for $t {
-            const UNIT_ROUNDOFF: f64 = $u;
-            fn as_f32($v: &[Self]) -> Option<&[f32]> {
-                $as_f32
-            }
-            #[inline(always)]
-            fn mul_add(self, a: Self, b: Self) -> Self {
-                <$t>::mul_add(self, a, b)
-            }
-            #[inline(always)]
-            fn plus(self, b: Self) -> Self {
-                self + b
-            }
-            #[inline(always)]
-            fn times(self, b: Self) -> Self {
-                self * b
-            }
-        }
-    };
-}
-impl_dot!(f32, f32::EPSILON as f64 / 2.0, values => Some(values));
-impl_dot!(f64, f64::EPSILON / 2.0, _values => None);
 
 /// The int8 sketch of a matrix: `codes[i] * bounds[i, 0]` approximates row
 /// `i`, and `bounds[i, 1]` bounds (for a unit query) the distance between the
@@ -267,7 +231,7 @@ impl<T: Dot> Rows<'_, '_, T> {
                 },
             )
             .try_reduce(|| Pool::new(k), |a, b| Ok(a.merge(b)))?;
-        let mut scored = Vec::with_capacity(pool.candidates.len());
+        let mut scored = Vec::with_capacity(pool.candidate_count());
         for i in pool.survivors() {
             scored.push((i, self.exact(q, i)?));
         }
@@ -295,7 +259,7 @@ impl<T: Dot> Rows<'_, '_, T> {
             .map_err(|fused::NonFinite| fused::non_finite_error(flat, d, self.valid))?;
         let mut results = Vec::with_capacity(m);
         for (q, pool) in qflat.chunks_exact(d).zip(&pools) {
-            let mut scored = Vec::with_capacity(pool.candidates.len());
+            let mut scored = Vec::with_capacity(pool.candidate_count());
             for i in pool.survivors() {
                 scored.push((i, self.exact(q, i)?));
             }
@@ -368,11 +332,6 @@ impl<T: Dot> fused::Scorer<T> for DotScorer<'_> {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-pub(super) fn has_avx2_fma() -> bool {
-    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-}
-
 /// A range of rows to score into a worker's pool.
 struct Block<'p> {
     rows: std::ops::Range<usize>,
@@ -410,19 +369,6 @@ fn dense_block_body<T: Dot, const FMA: bool>(q: &[T], flat: &[T], block: Block<'
         }
     }
     overflow
-}
-
-/// `dense_dot` as f64: the AVX2 kernel for f32 when `FMA` (which callers set
-/// only inside a function compiled with avx2 and fma), else the portable one.
-#[inline(always)]
-pub(super) fn dot_and_norm2<T: Dot, const FMA: bool>(q: &[T], row: &[T]) -> (f64, f64) {
-    #[cfg(target_arch = "x86_64")]
-    if let (true, Some(q), Some(row)) = (FMA, T::as_f32(q), T::as_f32(row)) {
-        // SAFETY: FMA is only true inside functions compiled for avx2 and fma.
-        return unsafe { dense_dot_f32_avx2(q, row) };
-    }
-    let (dot, norm2) = dense_dot::<T, FMA>(q, row);
-    (dot.to_f64(), norm2.to_f64())
 }
 
 /// The query as int16 for the sketch kernel: `codes[i] * scale` approximates
@@ -505,48 +451,8 @@ fn sketch_block_body<const AVX2: bool>(q: &SketchQuery, codes: &[i8], bounds: &[
     }
 }
 
-/// `dense_dot` for f32 with AVX2 and FMA: 16 lanes in two registers.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-unsafe fn dense_dot_f32_avx2(q: &[f32], x: &[f32]) -> (f64, f64) {
-    use std::arch::x86_64::*;
-    let d = q.len().min(x.len());
-    let (mut dot0, mut dot1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    let (mut norm0, mut norm1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    let mut j = 0;
-    while j + 16 <= d {
-        // SAFETY: j + 16 <= d bounds the four 8-float loads.
-        let (a0, a1, b0, b1) = unsafe {
-            (
-                _mm256_loadu_ps(q.as_ptr().add(j)),
-                _mm256_loadu_ps(q.as_ptr().add(j + 8)),
-                _mm256_loadu_ps(x.as_ptr().add(j)),
-                _mm256_loadu_ps(x.as_ptr().add(j + 8)),
-            )
-        };
-        dot0 = _mm256_fmadd_ps(a0, b0, dot0);
-        dot1 = _mm256_fmadd_ps(a1, b1, dot1);
-        norm0 = _mm256_fmadd_ps(b0, b0, norm0);
-        norm1 = _mm256_fmadd_ps(b1, b1, norm1);
-        j += 16;
-    }
-    let mut lanes = [0f32; 16];
-    // SAFETY: `lanes` holds 16 floats.
-    unsafe {
-        _mm256_storeu_ps(lanes.as_mut_ptr(), _mm256_add_ps(dot0, dot1));
-        _mm256_storeu_ps(lanes.as_mut_ptr().add(8), _mm256_add_ps(norm0, norm1));
-    }
-    let (mut dot, mut norm) = (lanes[..8].iter().sum::<f32>(), lanes[8..].iter().sum::<f32>());
-    for (a, b) in q[j..d].iter().zip(&x[j..d]) {
-        dot += a * b;
-        norm += b * b;
-    }
-    (dot as f64, norm as f64)
-}
-
 /// How many rows ahead the sketch loop asks for: the hardware prefetcher
-/// alone leaves this loop waiting on memory about half the time.
+/// alone leaves this loop waiting on memory.
 const PREFETCH_ROWS: usize = 8;
 
 /// Asks for the cache lines of `values[start..start + len]` (nothing past
@@ -592,114 +498,4 @@ unsafe fn sketch_dot_avx2(q: &[i16], codes: &[i8]) -> i32 {
     let quad = _mm_add_epi32(half, _mm_shuffle_epi32(half, 0b01_00_11_10));
     let pair = _mm_add_epi32(quad, _mm_shuffle_epi32(quad, 0b10_11_00_01));
     _mm_cvtsi128_si32(pair).wrapping_add(sketch_dot(&q[j..d], &codes[j..d]))
-}
-
-/// The dot product of the query with a row and the row's squared norm, in
-/// the input precision (the bound covers any summation order).
-#[inline(always)]
-fn dense_dot<T: Dot, const FMA: bool>(q: &[T], x: &[T]) -> (T, T) {
-    const LANES: usize = 16;
-    let mut dot = [T::ZERO; LANES];
-    let mut norm = [T::ZERO; LANES];
-    let (qc, xc) = (q.chunks_exact(LANES), x.chunks_exact(LANES));
-    let (qr, xr) = (qc.remainder(), xc.remainder());
-    for (a, b) in qc.zip(xc) {
-        for l in 0..LANES {
-            if FMA {
-                dot[l] = a[l].mul_add(b[l], dot[l]);
-                norm[l] = b[l].mul_add(b[l], norm[l]);
-            } else {
-                dot[l] = dot[l].plus(a[l].times(b[l]));
-                norm[l] = norm[l].plus(b[l].times(b[l]));
-            }
-        }
-    }
-    for (l, (a, b)) in qr.iter().zip(xr).enumerate() {
-        dot[l] = dot[l].plus(a.times(*b));
-        norm[l] = norm[l].plus(b.times(*b));
-    }
-    let sum = |v: [T; LANES]| v.iter().fold(T::ZERO, |s, &x| s.plus(x));
-    (sum(dot), sum(norm))
-}
-
-/// f64 ordered by `total_cmp`, for the heap.
-#[derive(Clone, Copy, PartialEq)]
-struct Key(f64);
-impl Eq for Key {}
-impl PartialOrd for Key {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Key {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.0.total_cmp(&other.0)
-    }
-}
-
-/// One worker's state: the k largest lower bounds seen (their minimum is a
-/// floor that only rises) and the rows whose upper bound reached the floor
-/// when they were seen, pruned as the floor rises.
-pub(super) struct Pool {
-    k: usize,
-    lowers: BinaryHeap<Reverse<Key>>,
-    candidates: Vec<(usize, f64)>,
-    prune_at: usize,
-}
-
-impl Pool {
-    pub(super) fn new(k: usize) -> Self {
-        let prune_at = 4 * k + 256;
-        Pool { k, lowers: BinaryHeap::with_capacity(k + 1), candidates: Vec::with_capacity(prune_at), prune_at }
-    }
-
-    pub(super) fn floor(&self) -> f64 {
-        match self.lowers.peek() {
-            Some(Reverse(Key(v))) if self.lowers.len() >= self.k => *v,
-            _ => f64::NEG_INFINITY,
-        }
-    }
-
-    #[inline]
-    pub(super) fn offer(&mut self, i: usize, lower: f64, upper: f64) {
-        if upper < self.floor() {
-            return;
-        }
-        self.candidates.push((i, upper));
-        if self.lowers.len() < self.k {
-            self.lowers.push(Reverse(Key(lower)));
-        } else if lower > self.floor() {
-            self.lowers.pop();
-            self.lowers.push(Reverse(Key(lower)));
-        }
-        if self.candidates.len() >= self.prune_at {
-            self.prune();
-        }
-    }
-
-    /// The rows that may still be in the top k: each needs exact rescoring.
-    pub(super) fn survivors(&self) -> impl Iterator<Item = usize> + '_ {
-        let floor = self.floor();
-        self.candidates.iter().filter(move |c| c.1 >= floor).map(|c| c.0)
-    }
-
-    fn prune(&mut self) {
-        let floor = self.floor();
-        self.candidates.retain(|c| c.1 >= floor);
-        self.prune_at = (2 * self.candidates.len()).max(4 * self.k + 256);
-    }
-
-    pub(super) fn merge(mut self, other: Pool) -> Pool {
-        for Reverse(Key(v)) in other.lowers {
-            if self.lowers.len() < self.k {
-                self.lowers.push(Reverse(Key(v)));
-            } else if v > self.floor() {
-                self.lowers.pop();
-                self.lowers.push(Reverse(Key(v)));
-            }
-        }
-        self.candidates.extend(other.candidates);
-        self.prune();
-        self
-    }
 }

@@ -1,5 +1,5 @@
 //! Token ids of a BERT-style `tokenizer.json` (BertNormalizer, BertPreTokenizer,
-//! WordPiece), equal to `tokenizers`' `encode(text, false)`, several times faster.
+//! WordPiece), equal to `tokenizers`' `encode(text, false)`, by a faster direct path.
 //!
 //! The `tokenizers` pipeline tracks alignments through every normalisation step
 //! and allocates a string per word; a static embedder needs only the ids, and

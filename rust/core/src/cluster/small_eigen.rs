@@ -1,18 +1,16 @@
 //! All eigenpairs of a small dense symmetric matrix (the Rayleigh-Ritz step
-//! of the eigenvector iteration: m = 6-70 for a few clusters): Householder
-//! reduction to tridiagonal form, then the implicit QL algorithm with
-//! Wilkinson-type shifts (EISPACK's tred2 and tql2, as JAMA writes them).
+//! of the eigenvector iteration): Householder reduction to tridiagonal form,
+//! then the implicit QL algorithm with Wilkinson-type shifts (EISPACK's tred2
+//! and tql2, as JAMA writes them).
 //!
 //! Why not faer's `self_adjoint_eigen`: its blocked, dispatching code is
-//! built for large matrices and is slower on the small Rayleigh-Ritz
-//! matrices that dominate a `spectral_clustering` call on a few hundred
-//! rows. faer stays the reference this is tested against, and takes over
-//! from FAER_FROM.
+//! built for large matrices and is slower on small ones. faer stays the
+//! reference this is tested against, and takes over from FAER_FROM.
 
-use super::eigen::dot;
+use crate::linalg::dot;
 
 /// Sweeps of the QL iteration allowed per eigenvalue before giving up
-/// (2-3 are typical; EISPACK allows 30).
+/// (EISPACK allows 30).
 const MAX_SWEEPS: usize = 60;
 
 /// Eigenvalues in increasing order, and the eigenvectors: `vector(c)` is

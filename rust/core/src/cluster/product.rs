@@ -9,7 +9,7 @@
 //!   triangle is read (`symmetric_product`): entry a[i, j] (i < j) adds
 //!   a[i, j] x[j] to y[i] (the row part) and a[i, j] x[i] to y[j] (the
 //!   column part). That halves the bytes but needs more loads and stores per
-//!   multiply-add, which made it slower when A is in cache (n = 200 and 500).
+//!   multiply-add, so it pays only once A no longer fits in the caches.
 //!
 //! Why float32 arithmetic: 8 float32 lanes per vector do twice the work of 4
 //! float64 ones. The rounding (relative 1e-7 per term; row parts summed in 8
@@ -21,7 +21,7 @@
 
 use rayon::prelude::*;
 
-use super::matrix::Real;
+use crate::linalg::Real;
 
 /// From this many bytes of A the symmetric product is used: A then no
 /// longer fits in the L2 caches, and reading half of it is worth the extra
@@ -304,7 +304,7 @@ unsafe fn lane_sum(v: std::arch::x86_64::__m256) -> f64 {
 #[inline(always)]
 unsafe fn load8<E: Real>(row: &[E], j: usize) -> std::arch::x86_64::__m256 {
     use std::arch::x86_64::*;
-    use super::matrix::as_type;
+    use crate::linalg::as_type;
     debug_assert!(j + LANES <= row.len());
     if let Some(row) = as_type::<E, f64>(row) {
         let low = _mm256_cvtpd_ps(_mm256_loadu_pd(row.as_ptr().add(j)));

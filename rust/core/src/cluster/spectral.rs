@@ -9,9 +9,9 @@ use faer::Mat;
 use ndarray::ArrayView2;
 
 use super::eigen::{top_eigenvectors, Operator};
-use super::product::PARALLEL_FROM;
-use super::matrix::{scan_square, square_size, sum_lanes, Real};
 use super::mt19937::Mt19937;
+use super::product::PARALLEL_FROM;
+use crate::linalg::{scan_square, square_size, sum_lanes, Real};
 use crate::pool::on_pool_if;
 use crate::{Error, Result};
 
@@ -38,11 +38,9 @@ impl AssignLabels {
     }
 }
 
-/// Eigenvector residual tolerance (`||M u - theta u||`, with `||M|| <= 1`).
-/// An eigenvector is then off by about tol / gap: 1e-4 against a gap of
-/// 0.1 moves each embedding coordinate by ~1e-3 of its spread, far below
-/// what changes a label, and a block Krylov step typically divides the
-/// residual by ~100, so this saves a product with the matrix over 1e-5.
+/// Eigenvector residual tolerance (`||M u - theta u||`, with `||M|| <= 1`):
+/// an eigenvector is then off by about tol / gap, far below what changes a
+/// label, and a tighter one costs more products with the matrix.
 const TOL: f64 = 1e-4;
 /// Cluster labels (0..n_clusters) of the n items of a square, symmetric,
 /// finite, non-negative `affinity` matrix, as scikit-learn's
@@ -61,7 +59,7 @@ pub fn spectral_clustering<T: Real>(
     // The products run in the input's own precision, reading the caller's
     // array in place: a float32 copy of float64 input would halve the bytes
     // each product reads, but writing it (and faulting in its pages) costs
-    // more than the three or four products save. From PARALLEL_FROM rows the
+    // more than the few products save. From PARALLEL_FROM rows the
     // scan and the products are parallel passes (see `on_pool_if`).
     on_pool_if(affinity.nrows() >= PARALLEL_FROM, || cluster(affinity, n_clusters, assign, seed, TOL))
 }

@@ -3,22 +3,22 @@
 //! are the k smallest of the normalised Laplacian `I - M` that scikit-learn
 //! asks ARPACK for.
 //!
-//! Why not a dense eigendecomposition: for n = 2,000 it costs seconds, while
-//! clustering needs only k vectors. Why block Krylov (block Lanczos with full
+//! Why not a dense eigendecomposition: it costs O(n^3), while clustering
+//! needs only k vectors. Why block Krylov (block Lanczos with full
 //! reorthogonalisation and explicit restarts) rather than subspace iteration:
 //! the Krylov space gets the best polynomial filter for free, so a separable
-//! affinity converges in 4-6 products with the matrix, and a block finds
+//! affinity converges in a few products with the matrix, and a block finds
 //! repeated eigenvalues (one per connected component) that a single-vector
 //! Lanczos can miss. A product reads the whole n x n matrix, which is what
-//! costs at n = 2,000, so the loop is organised to read it once per step.
+//! costs for large n, so the loop is organised to read it once per step.
 //! Small dense problems (Rayleigh-Ritz, or tiny n) go to `small_eigen`.
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatRef, Par};
 
-use super::matrix::Real;
 use super::product::product;
 use super::small_eigen::symmetric_eigen;
+use crate::linalg::{axpy, dot, Real};
 use crate::{Error, Result};
 
 /// Krylov blocks per restart cycle (the basis holds `1 + (STEPS + 1) * b`
@@ -87,11 +87,10 @@ pub(crate) fn top_eigenvectors<E: Real>(op: &Operator<'_, E>, k: usize, start: &
     // only reproduce it, so every block column stays free for the others.
     let start_norm = norm(start);
     let locked = usize::from(start_norm > 0.0 && start_norm.is_finite());
-    // Blocks as wide as the vectors still to find, k - 1 beside `start`: a
-    // spare column (or up to 5) did not save a product (n = 200-2,000,
-    // k = 6: four products at every width from k - 1 to k + 4), and each
-    // column costs in the products, the orthogonalisation and the
-    // Rayleigh-Ritz step (whose cost grows with the cube of the width).
+    // Blocks as wide as the vectors still to find, k - 1 beside `start`:
+    // spare columns do not save products, and each column costs in the
+    // products, the orthogonalisation and the Rayleigh-Ritz step (whose
+    // cost grows with the cube of the width).
     let b = (k - locked).clamp(1, n);
     if n <= DENSE_MAX || n < 4 * b {
         return dense_top(op, k);
@@ -144,10 +143,9 @@ pub(crate) fn top_eigenvectors<E: Real>(op: &Operator<'_, E>, k: usize, start: &
             // Rayleigh-Ritz on the leading m x m block. With full
             // reorthogonalisation M Q = Q T + Q_next B e_j^T holds, so the
             // residual of the Ritz pair (theta, Q y) is ||B y_last||. The
-            // check is skipped right after one that was far off (one step
-            // divides the residual by 50-100 on separable inputs): it could
-            // not pass, and its eigendecomposition is the dearest part of
-            // a step at n = 200. Never twice in a row, nor before a restart.
+            // check is skipped right after one that was far off: it could
+            // not pass, and its eigendecomposition is the dearest part of a
+            // step for small n. Never twice in a row, nor before a restart.
             let far = last_residual.is_some_and(|r| r > SKIP_ABOVE * tol);
             if far && j + 1 < steps {
                 last_residual = None;
@@ -250,31 +248,6 @@ fn norm(x: &[f64]) -> f64 {
     dot(x, x).sqrt()
 }
 
-/// Independent accumulators: 4 vectors of 4 with AVX2.
-const DOT_LANES: usize = 16;
-
-/// In independent accumulators: a single running sum is bound by the
-/// add latency, and these dots are most of the orthogonalisation.
-#[inline(always)]
-pub(super) fn dot(x: &[f64], y: &[f64]) -> f64 {
-    let mut acc = [0.0f64; DOT_LANES];
-    let (xc, yc) = (x.chunks_exact(DOT_LANES), y.chunks_exact(DOT_LANES));
-    let tail: f64 = xc.remainder().iter().zip(yc.remainder()).map(|(a, b)| a * b).sum();
-    for (a, b) in xc.zip(yc) {
-        for l in 0..DOT_LANES {
-            acc[l] += a[l] * b[l];
-        }
-    }
-    acc.iter().sum::<f64>() + tail
-}
-
-#[inline(always)]
-fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
-    for (yi, xi) in y.iter_mut().zip(x) {
-        *yi += alpha * xi;
-    }
-}
-
 /// Orthonormalises the columns of `w` (already orthogonal to `q`) in place by
 /// modified Gram-Schmidt, twice; returns the upper-triangular `B` with
 /// `w_before = w_after B`. A column that vanishes (relative to `norms`, its
@@ -293,7 +266,7 @@ fn orthonormalize(w: &mut Mat<f64>, q: MatRef<'_, f64>, norms: &[f64], stream: &
     orthonormalize_columns(w, q, norms, stream)
 }
 
-/// The dots and updates below are most of the work: 256-bit vectors halve it.
+/// The dots and updates below are most of the work, so they get 256-bit vectors.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn orthonormalize_avx2(w: &mut Mat<f64>, q: MatRef<'_, f64>, norms: &[f64], stream: &mut Stream) -> Mat<f64> {
