@@ -258,7 +258,7 @@ def segment(
 # recency decay
 def decay_weights(
     ages: npt.ArrayLike,
-    model: str = "exponential",
+    kind: str = "exponential",
     *,
     half_life: float = 10.0,
     rate: float = 1.0,
@@ -274,7 +274,7 @@ def decay_weights(
 
     ``weight = clip(base(age) * importance_factor * recent_factor, 0, 1)``:
 
-    - ``model="exponential"``: ``0.5 ** (age / half_life)``;
+    - ``kind="exponential"``: ``0.5 ** (age / half_life)``;
       ``"logarithmic"``: ``1 / (1 + rate * ln(1 + age))``;
       ``"step"``: the weight of the first ``(max_age, weight)`` step with
       ``age <= max_age`` (older: the last step's weight);

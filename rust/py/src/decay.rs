@@ -7,16 +7,16 @@ use pyo3::prelude::*;
 use crate::arrays::f64_vector;
 use crate::errors::{py_err, wrong_type, InvalidInputError};
 
-fn model_from(name: &str, half_life: f64, rate: f64, steps: Option<Vec<(f64, f64)>>) -> PyResult<DecayModel> {
+fn curve_from(name: &str, half_life: f64, rate: f64, steps: Option<Vec<(f64, f64)>>) -> PyResult<DecayModel> {
     match name {
         "exponential" => Ok(DecayModel::Exponential { half_life }),
         "logarithmic" => Ok(DecayModel::Logarithmic { rate }),
         "adaptive" => Ok(DecayModel::Adaptive),
         "step" => steps
             .map(|steps| DecayModel::Step { steps })
-            .ok_or_else(|| InvalidInputError::new_err("steps: model=\"step\" needs steps=[(max_age, weight), ...]")),
+            .ok_or_else(|| InvalidInputError::new_err("steps: kind=\"step\" needs steps=[(max_age, weight), ...]")),
         other => Err(InvalidInputError::new_err(format!(
-            "model: unknown decay model {other:?}; use \"exponential\", \"logarithmic\", \"step\" or \"adaptive\""
+            "kind: unknown decay curve {other:?}; use \"exponential\", \"logarithmic\", \"step\" or \"adaptive\""
         ))),
     }
 }
@@ -29,7 +29,7 @@ fn optional_vector<'py>(obj: Option<&Bound<'py, PyAny>>, argument: &str) -> PyRe
 ///
 /// ``weight = clip(base(age) * importance_factor * recent_factor, 0, 1)``:
 ///
-/// - ``model="exponential"``: ``0.5 ** (age / half_life)``;
+/// - ``kind="exponential"``: ``0.5 ** (age / half_life)``;
 ///   ``"logarithmic"``: ``1 / (1 + rate * ln(1 + age))``;
 ///   ``"step"``: the weight of the first ``(max_age, weight)`` step with
 ///   ``age <= max_age`` (older: the last step's weight);
@@ -45,14 +45,14 @@ fn optional_vector<'py>(obj: Option<&Bound<'py, PyAny>>, argument: &str) -> PyRe
 /// importances in [0, 1], ages >= 0 and finite, steps increasing).
 #[pyfunction]
 #[pyo3(signature = (
-    ages, model = "exponential", *, half_life = 10.0, rate = 1.0, steps = None, importance = None,
+    ages, kind = "exponential", *, half_life = 10.0, rate = 1.0, steps = None, importance = None,
     turns_ago = None, unit = "turns", importance_adjust = true, recent_turns = 2.0, recent_boost = 1.2
 ))]
 #[allow(clippy::too_many_arguments)]
 fn decay_weights<'py>(
     py: Python<'py>,
     ages: &Bound<'py, PyAny>,
-    model: &str,
+    kind: &str,
     half_life: f64,
     rate: f64,
     steps: Option<&Bound<'py, PyAny>>,
@@ -67,7 +67,7 @@ fn decay_weights<'py>(
         .filter(|s| !s.is_none())
         .map(|s| s.extract().map_err(|_| wrong_type("steps", "a list of (max_age, weight) pairs", s)))
         .transpose()?;
-    let model = model_from(model, half_life, rate, steps)?;
+    let model = curve_from(kind, half_life, rate, steps)?;
     let ages = f64_vector(ages, "ages")?;
     let importance = optional_vector(importance, "importance")?;
     let mut turns_ago = optional_vector(turns_ago, "turns_ago")?;
