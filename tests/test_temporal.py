@@ -174,6 +174,8 @@ def test_weekday_arithmetic_from_each_weekday(row) -> None:
     assert resolve_dates("this Wednesday", anchor)[0].label == this_wednesday
     assert resolve_dates("we met on Sunday", anchor)[0].label == past_sunday
     assert resolve_dates("I will see her on Sunday", anchor)[0].label == future_sunday
+    assert resolve_dates("I have to go back to work on Sunday, sadly.", anchor)[0].label == future_sunday
+    assert resolve_dates("We'll talk on Sunday", anchor)[0].label == future_sunday
 
 
 @pytest.mark.parametrize(("text", "anchor", "reason"), UNRESOLVED)

@@ -21,7 +21,7 @@ Rules:
   "next Friday" the first Friday strictly after it; "this Friday" the Friday
   of the anchor's week. "on Friday" is the nearest Friday strictly before
   the anchor, or strictly after it when its sentence speaks of the future
-  ("will", "going to", "plan", ...).
+  ("will", "going to", "have to", "plan to", ...).
 - "last May" is the latest May before the anchor's month, "next May" the
   first after it, "this May" the anchor year's. "May" must be capitalised
   (the verb is not a month); other month names may be lower case.
@@ -98,8 +98,8 @@ _PATTERN = re.compile(
     re.IGNORECASE | re.VERBOSE,
 )
 _FUTURE = re.compile(
-    r"\b(?:will|won't|shall|going\s+to|gonna|plan(?:s|ning)?\s+to|'ll|can't\s+wait|looking\s+forward|"
-    r"scheduled|tomorrow|next)\b",
+    r"\b(?:will|won't|shall|going\s+to|gonna|plan(?:s|ning)?\s+to|(?:have|has|need|needs|hope|want)\s+to|"
+    r"can't\s+wait|looking\s+forward|scheduled|tomorrow|next|soon)\b|'ll\b",
     re.IGNORECASE,
 )
 _SENTENCE_END = re.compile(r"[.!?\n]")
