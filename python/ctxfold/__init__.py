@@ -78,6 +78,11 @@ _LAZY = {
     "to_anthropic": "ctxfold.adapters",
     "recall_tool": "ctxfold.archive",
     "RecallTool": "ctxfold.archive",
+    # text: relative dates
+    "resolve_dates": "ctxfold.temporal",
+    "annotate_dates": "ctxfold.temporal",
+    "strip_date_annotations": "ctxfold.temporal",
+    "DateReference": "ctxfold.temporal",
     # [memory] memory persistence
     "MemoryStore": "ctxfold.memory",
     "SqliteStore": "ctxfold.memory",
@@ -144,4 +149,5 @@ if TYPE_CHECKING:
     from ctxfold.memory import ConversationStore, Memory, MemoryStore, PostgresStore, Scope, SqliteStore
     from ctxfold.static_embed import StaticEmbedder
     from ctxfold.summarize import BaseSummarizer, CallableSummarizer, OnnxSeq2SeqSummarizer, Summarizer
+    from ctxfold.temporal import DateReference, annotate_dates, resolve_dates, strip_date_annotations
     from ctxfold.types import ContextResult, ItemResult, Report

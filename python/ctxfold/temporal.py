@@ -74,16 +74,22 @@ _NUMBER_WORDS = {
     "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100,
 }
 _VAGUE_WORDS = ("few", "several", "some", "many", "couple")
-_NUM = (r"(?:\d{1,4}|(?:a\s+)?couple(?:\s+of)?|(?:a\s+)?few|several|some|many|"
-        + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")")
+# Any word before a unit; `_number` keeps the number words (a generic word
+# here is far cheaper for the regex engine than an alternation of them all).
+_NUM = r"(?:\d{1,4}|a\s+couple(?:\s+of)?|couple(?:\s+of)?|a\s+few|[a-z]+)"
 _UNIT = r"(?:day|week|fortnight|month|year)s?"
 _WEEKDAY = "(?:" + "|".join(_WEEKDAYS) + ")"
 _MONTH = "(?:" + "|".join(_MONTHS) + ")"
-_END = r"(?:'s|s'|')?\b"
+_END = r"(?:'s|s'|')?(?!\w)"
+# Words one of which every reference holds: a text without any is skipped
+# with substring tests, much faster than a regular expression scan.
+_HEADS = ("day", "week", "month", "year", "night", "tomorrow", "morning", "evening", "afternoon", *_MONTHS,
+          "fortnight")
 
+# Matched against the lower-cased text (case-insensitive matching is slower).
 _PATTERN = re.compile(
     rf"""
-    \b(?:
+    (?<!\w)(?:
         (?P<fixed>the\s+day\s+before\s+yesterday|the\s+day\s+after\s+tomorrow|yesterday|today|tonight|tomorrow
             |last\s+night|this\s+(?:morning|afternoon|evening))
       | (?P<ago_n>{_NUM})\s+(?P<ago_unit>{_UNIT})\s+ago
@@ -95,8 +101,9 @@ _PATTERN = re.compile(
       | (?P<on>on)\s+(?P<on_day>{_WEEKDAY})(?!s)
     ){_END}
     """,
-    re.IGNORECASE | re.VERBOSE,
+    re.VERBOSE,
 )
+_PATTERN_ANY_CASE = re.compile(_PATTERN.pattern, re.VERBOSE | re.IGNORECASE)
 _FUTURE = re.compile(
     r"\b(?:will|won't|shall|going\s+to|gonna|plan(?:s|ning)?\s+to|(?:have|has|need|needs|hope|want)\s+to|"
     r"can't\s+wait|looking\s+forward|scheduled|tomorrow|next|soon)\b|'ll\b",
@@ -177,8 +184,13 @@ def resolve_dates(text: str, anchor: Any) -> list[DateReference]:
     if not isinstance(text, str):
         raise InvalidTypeError(f"text: expected str, got {type(text).__name__}")
     day = anchor_date(anchor)
+    lower = text.lower()
+    if not any(head in lower for head in _HEADS):
+        return []
+    # Lower-casing keeps offsets unless a character changes length ("İ").
+    matches = _PATTERN.finditer(lower) if len(lower) == len(text) else _PATTERN_ANY_CASE.finditer(text)
     out = []
-    for match in _PATTERN.finditer(text):
+    for match in matches:
         found = _resolve(match, text, day)
         if found is not None:
             out.append(found)
@@ -222,15 +234,17 @@ def strip_date_annotations(text: str) -> str:
 def _resolve(match: re.Match[str], text: str, day: dt.date | None) -> DateReference | None:
     groups = match.groupdict()
     what = (groups["what"] or "").lower()
-    if what == "may" and match.group("what") != "May":
+    if what == "may" and text[match.start("what"):match.end("what")] != "May":
         return None  # "this may be", "next may": the verb
-    span = (match.group(0), match.start(), match.end())
+    span = (text[match.start():match.end()], match.start(), match.end())
     if groups["ago_n"] is not None or groups["in_n"] is not None or groups["from_n"] is not None:
         raw_n, unit, sign = (
             (groups["ago_n"], groups["ago_unit"], -1) if groups["ago_n"] is not None
             else (groups["in_n"], groups["in_unit"], 1) if groups["in_n"] is not None
             else (groups["from_n"], groups["from_unit"], 1)
         )
+        if _number(raw_n) is None:
+            return None  # "many more days", "the three": not a count
         return _counted(span, raw_n, unit, sign, day)
     granularity = _granularity(groups)
     if day is None:
@@ -261,21 +275,26 @@ def _granularity(groups: dict[str, str | None]) -> str:
     return "day"
 
 
-def _number(raw: str) -> tuple[int | None, float]:
-    """The count a number phrase says and how sure it is (None: vague)."""
+def _number(raw: str) -> tuple[int | None, float] | None:
+    """The count a number phrase says and how sure it is (count None: vague;
+    None: the word is no number at all)."""
     words = raw.lower().split()
     if "couple" in words:
         return 2, COUPLE
     if any(w in _VAGUE_WORDS for w in words):
         return None, 0.0
     word = words[-1]
-    return (int(word) if word.isdigit() else _NUMBER_WORDS[word]), 1.0
+    if word.isdigit():
+        return int(word), 1.0
+    if word in _NUMBER_WORDS:
+        return _NUMBER_WORDS[word], 1.0
+    return None
 
 
 def _counted(span: tuple[str, int, int], raw_n: str, unit: str, sign: int, day: dt.date | None) -> DateReference:
     unit = unit.lower().rstrip("s")
     granularity = unit if unit in ("month", "year") else "day"
-    n, sureness = _number(raw_n)
+    n, sureness = _number(raw_n) or (None, 0.0)
     if n is None:
         return _unresolved(span, granularity, VAGUE)
     if day is None:
