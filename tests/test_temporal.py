@@ -206,6 +206,14 @@ def test_several_references_in_one_text() -> None:
     assert [r.text for r in resolve_dates(text, MON)] == ["Yesterday", "next week", "two days ago"]
 
 
+def test_spans_in_texts_whose_case_changes_length() -> None:
+    text = "İstanbul was great yesterday, and next May we go back."
+    refs = resolve_dates(text, MON)
+    assert [(r.text, text[r.start:r.end], r.label) for r in refs] == [
+        ("yesterday", "yesterday", "2023-05-07"), ("next May", "next May", "2024-05-01 to 2024-05-31")]
+    assert resolve_dates("İ: this may be it", MON) == []
+
+
 def test_annotate_in_place() -> None:
     assert annotate_dates("I went yesterday.", MON) == "I went yesterday [2023-05-07]."
     assert annotate_dates("last week was long", MON) == "last week [2023-05-01 to 2023-05-07] was long"

@@ -100,7 +100,7 @@ def with_date_annotations(items: Sequence[Item], tokenizer: Tokenizer, cache: En
             anchor = dt.datetime.fromtimestamp(it.timestamp, dt.timezone(dt.timedelta(seconds=it.utc_offset)))
         except (OverflowError, OSError, ValueError):
             continue  # a timestamp outside the calendar names no date
-        annotated = annotate_dates(content, anchor)
+        annotated = _annotated(content, anchor, cache)
         if annotated != content:
             changed.append((i, {**it.message, "content": annotated}))
     if not changed:
@@ -111,6 +111,18 @@ def with_date_annotations(items: Sequence[Item], tokenizer: Tokenizer, cache: En
     for (i, message), cost in zip(changed, costs):
         out[i] = msgspec.structs.replace(items[i], message=message, tokens=cost)
     return out
+
+
+def _annotated(content: str, anchor: dt.datetime, cache: EngineCache | None) -> str:
+    """`annotate_dates(content, anchor)`, from `cache` when this text was annotated for this day before."""
+    if cache is None:
+        return annotate_dates(content, anchor)
+    key = (content, anchor.date())
+    found = cache.annotations.get(key)
+    if found is None:
+        found = annotate_dates(content, anchor)
+        cache.annotations.put(key, "" if found == content else found)
+    return found or content
 
 
 def _entries(messages: Any, system: str | None) -> list[Entry]:
