@@ -223,6 +223,8 @@ def test_annotate_in_place() -> None:
     assert once == "Yesterday [2023-05-07] I booked it; next week [2023-05-15 to 2023-05-21] we fly."
     assert annotate_dates(once, MON) == once
     assert strip_date_annotations(once) == text
+    twice = "I ate steak today, so today's walk was slow; yesterday too."
+    assert annotate_dates(twice, MON) == "I ate steak today [2023-05-08], so today's walk was slow; yesterday [2023-05-07] too."
 
 
 def test_annotate_leaves_absolute_dates_and_what_it_cannot_place() -> None:

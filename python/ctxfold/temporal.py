@@ -199,20 +199,23 @@ def resolve_dates(text: str, anchor: Any) -> list[DateReference]:
 
 def annotate_dates(text: str, anchor: Any, *, min_confidence: float = MIN_ANNOTATE_CONFIDENCE) -> str:
     """`text` with the dates of each resolved reference (at least
-    `min_confidence`) written after it in brackets. Already annotated text
-    comes back unchanged, as does any text when `anchor` is None."""
+    `min_confidence`) written after it in brackets, once per text for the
+    same dates ("today ... today's" annotates the first). Already annotated
+    text comes back unchanged, as does any text when `anchor` is None."""
     if anchor is None:
         if not isinstance(text, str):
             raise InvalidTypeError(f"text: expected str, got {type(text).__name__}")
         return text
     parts: list[str] = []
+    written: set[str] = set()
     at = 0
     for ref in resolve_dates(text, anchor):
-        if not ref.resolved or ref.confidence < min_confidence:
-            continue
+        if not ref.resolved or ref.confidence < min_confidence or ref.label in written:
+            continue  # the same dates twice in one text say nothing new
         rest = text[ref.end:ref.end + 40]
         if _ANNOTATION.match(rest) or _DATE_AFTER.match(rest):
             continue
+        written.add(ref.label)
         parts.append(text[at:ref.end])
         parts.append(f" [{ref.label}]")
         at = ref.end
