@@ -199,8 +199,8 @@ def resolve_dates(text: str, anchor: Any) -> list[DateReference]:
 
 def annotate_dates(text: str, anchor: Any, *, min_confidence: float = MIN_ANNOTATE_CONFIDENCE) -> str:
     """`text` with the dates of each resolved reference (at least
-    `min_confidence`) written after it in brackets, once per text for the
-    same dates ("today ... today's" annotates the first). Already annotated
+    `min_confidence`) written after it in brackets, once per sentence for
+    the same dates ("today ... today's" annotates the first). Already annotated
     text comes back unchanged, as does any text when `anchor` is None."""
     if anchor is None:
         if not isinstance(text, str):
@@ -210,8 +210,10 @@ def annotate_dates(text: str, anchor: Any, *, min_confidence: float = MIN_ANNOTA
     written: set[str] = set()
     at = 0
     for ref in resolve_dates(text, anchor):
+        if _SENTENCE_END.search(text, at, ref.start):
+            written.clear()  # a summary may keep any one sentence: each says its own dates
         if not ref.resolved or ref.confidence < min_confidence or ref.label in written:
-            continue  # the same dates twice in one text say nothing new
+            continue  # the same dates twice in one sentence say nothing new
         rest = text[ref.end:ref.end + 40]
         if _ANNOTATION.match(rest) or _DATE_AFTER.match(rest):
             continue
