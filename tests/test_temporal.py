@@ -37,6 +37,8 @@ RESOLVED = [
     ("this evening works", MON, "2023-05-08"),
     ("the day before yesterday", MON, "2023-05-06"),
     ("the day after tomorrow", MON, "2023-05-10"),
+    ("we came in the day before yesterday", MON, "2023-05-06"),
+    ("only many more days ago than three weeks ago", MON, "2023-04-17"),
     ("last week was busy", MON, "2023-05-01 to 2023-05-07"),
     ("this week is busy", MON, "2023-05-08 to 2023-05-14"),
     ("next week is busy", MON, "2023-05-15 to 2023-05-21"),

@@ -188,12 +188,16 @@ def resolve_dates(text: str, anchor: Any) -> list[DateReference]:
     if not any(head in lower for head in _HEADS):
         return []
     # Lower-casing keeps offsets unless a character changes length ("İ").
-    matches = _PATTERN.finditer(lower) if len(lower) == len(text) else _PATTERN_ANY_CASE.finditer(text)
+    pattern, source = (_PATTERN, lower) if len(lower) == len(text) else (_PATTERN_ANY_CASE, text)
     out = []
-    for match in matches:
+    at = 0
+    while (match := pattern.search(source, at)) is not None:
         found = _resolve(match, text, day)
-        if found is not None:
-            out.append(found)
+        if found is None:
+            at = match.start() + 1  # not a reference ("in the day before ..."): a shorter one may start inside
+            continue
+        out.append(found)
+        at = match.end()
     return out
 
 
