@@ -298,3 +298,19 @@ def test_engine_switch_and_what_is_never_annotated() -> None:
     assert res.tokens == count_messages(out, encoding="cl100k_base")
     off = ContextEngine(encoding="cl100k_base", config=EngineConfig(annotate_dates=False)).optimize(msgs, budget=4000)
     assert [m["content"] for m in off.messages] == [m["content"] for m in msgs]
+
+
+def test_session_annotates_its_verbatim_tail_and_keeps_its_prefix() -> None:
+    session = ContextEngine(encoding="cl100k_base").session()
+    msgs = [{"role": "user" if k % 2 == 0 else "assistant", "content": f"Turn {k}: yesterday I did thing {k}.",
+             "timestamp": f"2023-05-{1 + k:02d}T10:00:00Z"} for k in range(9)]
+    first = session.optimize(msgs, budget=4000)
+    grown = session.optimize([*msgs, {"role": "assistant", "content": "Noted.", "timestamp": "2023-05-10T10:00:00Z"},
+                              {"role": "user", "content": "And tomorrow?", "timestamp": "2023-05-11T10:00:00Z"}],
+                             budget=4000)
+    assert grown.report.cache.kept
+    assert grown.messages[:len(first.messages)] == first.messages
+    assert [m["content"] for m in grown.messages][:2] == [
+        "Turn 0: yesterday [2023-04-30] I did thing 0.", "Turn 1: yesterday [2023-05-01] I did thing 1."]
+    assert grown.messages[-1]["content"] == "And tomorrow [2023-05-12]?"
+    assert grown.tokens == count_messages(grown.messages, encoding="cl100k_base") <= 4000
