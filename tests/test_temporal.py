@@ -9,8 +9,10 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from ctxfold import ContextEngine, EngineConfig, InvalidInputError, InvalidTypeError, count_messages
+from ctxfold import BudgetError, ContextEngine, EngineConfig, InvalidInputError, InvalidTypeError, count_messages
 from ctxfold.temporal import (
     NO_TIMESTAMP,
     NOTHING_EARLIER,
@@ -314,3 +316,42 @@ def test_session_annotates_its_verbatim_tail_and_keeps_its_prefix() -> None:
         "Turn 0: yesterday [2023-04-30] I did thing 0.", "Turn 1: yesterday [2023-05-01] I did thing 1."]
     assert grown.messages[-1]["content"] == "And tomorrow [2023-05-12]?"
     assert grown.tokens == count_messages(grown.messages, encoding="cl100k_base") <= 4000
+
+
+PHRASES = ["yesterday", "last week", "two days ago", "on Friday", "next month", "today's", "in 3 weeks", "we", "met",
+           "Kate", "deploy", "the", "budget", "a few days ago", "2023-05-01"]
+
+
+@st.composite
+def dated_chats(draw):
+    msgs = []
+    start = dt.datetime(2023, 12, 30, 20, 0, tzinfo=dt.timezone(dt.timedelta(hours=draw(st.integers(-12, 14)))))
+    for k in range(draw(st.integers(1, 25))):
+        text = " ".join(draw(st.lists(st.sampled_from(PHRASES), min_size=1, max_size=60)))
+        message = {"role": "user" if k % 2 == 0 else "assistant", "content": text}
+        if draw(st.booleans()):
+            message["timestamp"] = (start + dt.timedelta(hours=7 * k)).isoformat()
+        if draw(st.integers(0, 9)) == 0:
+            message["pinned"] = True
+        msgs.append(message)
+    return msgs
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dated_chats(), st.integers(40, 2000), st.sampled_from(["optimal", "windowed", "compacted", "multi_level"]))
+def test_annotated_output_fits_exactly_and_keeps_the_current_turn(msgs, budget, strategy) -> None:
+    engine = ContextEngine(encoding="cl100k_base", config=EngineConfig(strategy=strategy))
+    try:
+        res = engine.optimize(msgs, budget=budget)
+    except BudgetError:
+        return
+    assert res.tokens == count_messages(res.messages, encoding="cl100k_base") <= budget
+    contents = [strip_date_annotations(m["content"]) for m in res.messages]
+    for m in msgs:
+        if m.get("pinned"):
+            assert m["content"] in [x["content"] for x in res.messages]  # pins verbatim, never annotated
+    last_user = max(i for i, m in enumerate(msgs) if m["role"] == "user")
+    present = [r for r in res.items if r.index == last_user]
+    assert present and present[0].status != "dropped"
+    if present[0].status == "kept":
+        assert msgs[last_user]["content"] in contents
