@@ -2,7 +2,7 @@
 and peers measured in the same run.
 
 Groups (compare the rows of a group; the README quotes the ratios):
-- ``compress-10k``: `ctxfold.compress(text, 0.15)` (topic segmentation,
+- ``compress-10k``: `ctxfold.summarize.compress(text, 0.15)` (topic segmentation,
   static vectors, per-topic extractive summaries in a thread pool; goal:
   under 300 ms on 2 cores) against a pure-Python/numpy reference of the usual
   extractive baseline (scikit-learn TF-IDF sentence vectors + greedy MMR to
@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ctxfold import Embedder, ExtractiveSummarizer, compress, get_tokenizer
-from ctxfold.extractive import split_sentences
+from ctxfold.summarize.extractive import split_sentences
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("CTXFOLD_SHARED_DATA", REPO.parent / "shared" / "data"))  # as benches/conftest.py

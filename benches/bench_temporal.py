@@ -28,10 +28,10 @@ from pathlib import Path
 
 import pytest
 from ctxfold import get_tokenizer
-from ctxfold.conversation import parse_messages, with_date_annotations
-from ctxfold.engine_cache import EngineCache
-from ctxfold.entities import extract_entities
-from ctxfold.temporal import annotate_dates, resolve_dates
+from ctxfold.engine.messages import parse_messages, with_date_annotations
+from ctxfold.engine.cache import EngineCache
+from ctxfold.text.entities import extract_entities
+from ctxfold.text.temporal import annotate_dates, resolve_dates
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("CTXFOLD_SHARED_DATA", REPO.parent / "shared" / "data"))  # as benches/conftest.py

@@ -122,7 +122,7 @@ def mmr_method(lam: float = 0.7) -> Callable[[str, int], str]:
     """Plain MMR over whole sentences with the default's vectors, rendered the
     same way (the issue's "plain MMR" peer)."""
     import ctxfold
-    from ctxfold.extractive import default_embedder, split_sentences
+    from ctxfold.summarize.extractive import default_embedder, split_sentences
 
     tok = ctxfold.get_tokenizer()
     emb = default_embedder()
@@ -168,7 +168,7 @@ def main() -> int:
         print(f"SKIPPED: evaluation data not found at {ORACLE} (set CTXFOLD_SHARED_DATA)")
         return 0
     import ctxfold
-    from ctxfold.extractive import ExtractiveSummarizer, default_embedder
+    from ctxfold.summarize.extractive import ExtractiveSummarizer, default_embedder
 
     meter = Meter()
     texts = list(sessions(args.limit, args.skip, meter.count))

@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 
 import ctxfold
-from ctxfold.temporal import strip_date_annotations
+from ctxfold.text.temporal import strip_date_annotations
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("CTXFOLD_SHARED_DATA", REPO.parent / "shared" / "data")).parent

@@ -11,12 +11,16 @@ eval_retrieval.py: the first run embeds ~4M tokens, about 20 minutes on 2
 cores; `--no-minilm` skips it) and a plain reciprocal rank fusion of BM25 with
 the static embedder. Each baseline takes its top turns while they fit.
 
-    python benches/eval_longmemeval.py [--limit N] [--budgets eighth,2000] [--no-minilm]
+    python benches/eval_longmemeval.py [--limit N] [--budgets eighth,2000] [--no-minilm] [--engine-only]
+
+The last line is a digest of every context `optimize` returned: a change
+meant to leave the engine's behaviour alone must leave it unchanged.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import statistics
 import sys
@@ -103,6 +107,7 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--budgets", default="eighth,2000")
     parser.add_argument("--no-minilm", action="store_true", help="skip the MiniLM baseline (slow on first run)")
+    parser.add_argument("--engine-only", action="store_true", help="skip the baselines")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "ctxfold-eval-cache")
     args = parser.parse_args()
     if not DATA.is_dir():
@@ -111,7 +116,8 @@ def main() -> int:
     engine = ctxfold.ContextEngine(encoding="cl100k_base")
     tok = engine.tokenizer
     static = ctxfold.StaticEmbedder(weighted=False)
-    minilm = None if args.no_minilm else MiniLM(args.cache)
+    minilm = None if args.no_minilm or args.engine_only else MiniLM(args.cache)
+    digest = hashlib.blake2b(digest_size=16)
     rows: dict[tuple[str, str], list[tuple[float, float]]] = {}
     times, over = [], 0
     for d, msgs, evidence in load(args.limit):
@@ -123,6 +129,9 @@ def main() -> int:
             times.append(time.perf_counter() - t0)
             over += res.tokens > budget
             rows.setdefault((name, "ctxfold"), []).append(recall(context_of(res.messages), msgs, evidence, d["answer"]))
+            digest.update(json.dumps(res.messages, sort_keys=True, ensure_ascii=False).encode("utf-8"))
+            if args.engine_only:
+                continue
             texts = [m["content"] for m in msgs]
             dense = {"static": (static.embed(texts), static.embed(d["question"]))}
             if minilm is not None:
@@ -138,6 +147,7 @@ def main() -> int:
         ev = statistics.mean(v[0] for v in vals)
         ans = statistics.mean(v[1] for v in vals)
         print(f"{budget:>8} {method:>14} {ev:>16.3f} {ans:>18.3f}")
+    print(f"digest of the engine's outputs: {digest.hexdigest()}")
     return 0
 
 

@@ -139,7 +139,7 @@ class Static:
 
     def __call__(self, h: History) -> Scores:
         start = time.perf_counter()
-        vectors = self.embedder.encode([h.question, *h.turns])
+        vectors = self.embedder.embed([h.question, *h.turns])
         self.seconds += time.perf_counter() - start
         return (vectors[1:] @ vectors[0]).astype(np.float64)
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxfold import BudgetError, ContextEngine, EngineConfig, count_messages, to_anthropic
-from ctxfold.config import STRATEGIES
+from ctxfold.engine.config import STRATEGIES
 
 from agent_checks import current_turn, must_be_present
 from sdk_checks import assert_anthropic, assert_openai

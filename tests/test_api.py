@@ -27,6 +27,6 @@ def test_stubs_cover_the_compiled_module() -> None:
 
 
 def test_import_does_not_load_the_python_layers() -> None:
-    code = "import sys, ctxfold; print(sorted(m for m in ('ctxfold.engine', 'ctxfold.embed', 'onnxruntime') if m in sys.modules))"
+    code = "import sys, ctxfold; print(sorted(m for m in ('ctxfold.engine.context_engine', 'ctxfold.embed.onnx', 'onnxruntime') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"

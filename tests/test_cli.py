@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ctxfold.cli import main
-from ctxfold.config import STRATEGIES
+from ctxfold.engine.config import STRATEGIES
 from ctxfold.tokens import count_messages, get_tokenizer, message_costs
 
 

@@ -20,7 +20,7 @@ from ctxfold import (
     compress,
     get_tokenizer,
 )
-from ctxfold.extractive import TermVectorEmbedder, is_source_wording
+from ctxfold.summarize.extractive import TermVectorEmbedder, is_source_wording
 from ctxfold.progress import MIN_ITEMS, ProgressBar, progress_wanted
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -268,8 +268,8 @@ def test_compress_draws_progress_on_stderr_of_a_terminal(monkeypatch: pytest.Mon
 
 def test_module_and_function_both_work() -> None:
     import ctxfold
-    import ctxfold.compress as module
+    import ctxfold.summarize.compress as module
 
-    assert callable(ctxfold.compress)
+    assert callable(ctxfold.summarize.compress)
     assert module.CompressionResult is CompressionResult
     assert module("user: hi there", 1.0).text == "user: hi there"

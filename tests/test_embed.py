@@ -22,7 +22,7 @@ from ctxfold import (
     ModelNotFoundError,
     models,
 )
-from ctxfold.embed import ATTENTION_LENGTH, RUN_COST, length_buckets
+from ctxfold.embed.onnx import ATTENTION_LENGTH, RUN_COST, length_buckets
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
+import ctxfold
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -339,7 +341,7 @@ def test_semantic_layer_uses_the_embedder() -> None:
         def __init__(self) -> None:
             self.calls = 0
 
-        def encode(self, texts):
+        def embed(self, texts):
             self.calls += 1
             return np.array([[1.0, 0.0] if "zebra" in t or "striped" in t else [0.0, 1.0] for t in texts], np.float32)
 
@@ -352,16 +354,33 @@ def test_semantic_layer_uses_the_embedder() -> None:
     assert res.items[5].layers["semantic"] == 1.0 and lexical.items[5].layers["semantic"] == 0.0
 
 
+def test_the_onnx_embedder_plugs_into_the_engine() -> None:
+    """Every embedder has one method, `embed`, and the engine calls that."""
+    msgs = [{"role": "user", "content": f"note {i} about the weather"} for i in range(6)]
+    msgs.append({"role": "user", "content": "what did I say about rain?"})
+    res = ContextEngine(encoding="cl100k_base", embedder=ctxfold.Embedder()).optimize(msgs, budget=40)
+    assert res.tokens <= 40
+
+
+def test_an_embedder_without_embed_is_refused_naming_the_fix() -> None:
+    class EncodeOnly:
+        def encode(self, texts):
+            return [[1.0]] * len(texts)
+
+    with pytest.raises(ctxfold.InvalidTypeError, match=r"embedder: EncodeOnly has no embed\(\) method"):
+        ContextEngine(encoding="cl100k_base", embedder=EncodeOnly())
+
+
 def test_semantic_layer_takes_the_stronger_of_lexical_and_dense() -> None:
     """A paraphrase the dense signal finds ranks with the best lexical hit,
     however many messages BM25 matches (max of the standardised scores, not
     their sum)."""
     import numpy as np
 
-    from ctxfold.scoring import semantic_layer
+    from ctxfold.engine.scoring import semantic_layer
 
     class Marker:
-        def encode(self, texts):
+        def embed(self, texts):
             return np.array([[1.0, 0.0] if "physician" in t or "doctors" in t else [0.0, 1.0] for t in texts], np.float32)
 
     texts = [f"we visited the park number {i}" for i in range(30)]
@@ -373,8 +392,8 @@ def test_semantic_layer_takes_the_stronger_of_lexical_and_dense() -> None:
 
 
 def test_intent_layer_favours_the_assistant_for_recall_questions() -> None:
-    from ctxfold.conversation import parse_messages
-    from ctxfold.scoring import intent_layer
+    from ctxfold.engine.messages import parse_messages
+    from ctxfold.engine.scoring import intent_layer
 
     items = parse_messages([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], ENGINE.tokenizer)
     recall = intent_layer(items, "Can you remind me of the name of the restaurant I asked about?")
@@ -385,7 +404,7 @@ def test_intent_layer_favours_the_assistant_for_recall_questions() -> None:
 
 
 def test_neighbour_expansion_pulls_in_the_question_a_kept_answer_replies_to() -> None:
-    from ctxfold.config import DEFAULT_WEIGHTS
+    from ctxfold.engine.config import DEFAULT_WEIGHTS
 
     msgs = []
     for i in range(30):
@@ -461,8 +480,8 @@ def test_cached_bm25_equals_the_core_index(texts, query) -> None:
     import numpy as np
 
     from ctxfold import Bm25
-    from ctxfold.engine_cache import EngineCache
-    from ctxfold.scoring import bm25_scores
+    from ctxfold.engine.cache import EngineCache
+    from ctxfold.engine.scoring import bm25_scores
 
     cache = EngineCache()
     expected = Bm25(texts).scores(query)
@@ -483,9 +502,9 @@ def test_a_store_keeps_summaries_and_embeddings_across_engines(tmp_path) -> None
             self.inner = StaticEmbedder(weighted=False)
             self.model_id = "static-plain-test"
 
-        def encode(self, texts):
+        def embed(self, texts):
             encoded.extend(texts)
-            return self.inner.encode(texts)
+            return self.inner.embed(texts)
 
     def shorten(prompt: str) -> str:
         summaries.append(prompt)
@@ -540,7 +559,7 @@ def test_concurrent_aoptimize_on_one_engine() -> None:
 
 
 def test_a_question_about_the_past_gets_no_recency_pull() -> None:
-    from ctxfold.scoring import recency_applies
+    from ctxfold.engine.scoring import recency_applies
 
     assert not recency_applies("What are Kate's hobbies?")
     assert not recency_applies("How many doctors did I visit last year?")
@@ -556,7 +575,7 @@ def test_a_question_about_the_past_gets_no_recency_pull() -> None:
 def test_entity_layer_weights_an_entity_by_its_rarity() -> None:
     """A speaker's name that starts every message of theirs singles out
     nothing; a place named once does."""
-    from ctxfold.scoring import entity_layer
+    from ctxfold.engine.scoring import entity_layer
 
     texts = [f"{'Kate' if i % 2 == 0 else 'Elise'}: message {i} about the weather" for i in range(20)]
     texts[6] = "Kate: we went to Miami for the weekend"

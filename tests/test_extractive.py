@@ -17,7 +17,7 @@ from ctxfold import (
     Summarizer,
     get_tokenizer,
 )
-from ctxfold.extractive import (
+from ctxfold.summarize.extractive import (
     TermVectorEmbedder,
     entities,
     is_source_wording,
@@ -210,7 +210,7 @@ def test_tiny_target_and_one_long_sentence() -> None:
 
 
 def test_embedder_choice() -> None:
-    from ctxfold.extractive import default_embedder
+    from ctxfold.summarize.extractive import default_embedder
 
     assert callable(default_embedder().embed)
     vectors = TermVectorEmbedder().embed(["red apples", "green apples", "", "trains"])

@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 
 import ctxfold
 from ctxfold import Bm25, ContextEngine, InvalidInputError, InvalidTypeError, get_tokenizer, recall_tool
-from ctxfold.archive import ARCHIVE_NAMESPACE, Archive, original_text, tool_call_names
-from ctxfold.compaction import placeholder
-from ctxfold.engine_cache import ENTRY_OVERHEAD, BytePool, EngineCache, Lru, message_key
-from ctxfold.types import Item
+from ctxfold.engine.archive import ARCHIVE_NAMESPACE, Archive, original_text, tool_call_names
+from ctxfold.engine.compaction import placeholder
+from ctxfold.engine.cache import ENTRY_OVERHEAD, BytePool, EngineCache, Lru, message_key
+from ctxfold.engine.results import Item
 
 TOK = get_tokenizer(encoding="cl100k_base")
 NOTE = re.compile(
@@ -93,7 +93,7 @@ def test_placeholder_wording(it, tool_name, expected) -> None:
 
 
 def test_tool_call_names_map_results_to_their_tool() -> None:
-    from ctxfold.conversation import parse_messages
+    from ctxfold.engine.messages import parse_messages
 
     items = parse_messages(travel(), TOK)
     names = tool_call_names(items)
@@ -265,7 +265,7 @@ def test_malformed_calls_name_the_argument(call, error, words) -> None:
 
 
 def _size(item_id: str, message) -> int:
-    from ctxfold.engine_cache import approx_bytes
+    from ctxfold.engine.cache import approx_bytes
 
     return approx_bytes(message) + approx_bytes(item_id) + ENTRY_OVERHEAD
 
@@ -542,13 +542,13 @@ def test_engine_cache_is_bounded_and_its_estimate_covers_the_real_memory() -> No
 def test_cached_embeddings_are_copies_not_views_of_a_batch() -> None:
     import numpy as np
 
-    from ctxfold.engine_cache import CachingEmbedder
+    from ctxfold.engine.cache import CachingEmbedder
 
     class Embedder:
-        def encode(self, texts):
+        def embed(self, texts):
             return np.ones((len(texts), 8), dtype=np.float32)
 
     cache = EngineCache(max_bytes=1 << 20)
-    CachingEmbedder(Embedder(), cache.embeddings).encode(["a", "b", "c"])
+    CachingEmbedder(Embedder(), cache.embeddings).embed(["a", "b", "c"])
     vector = cache.embeddings.get("b")
     assert vector is not None and vector.base is None and vector.shape == (8,)

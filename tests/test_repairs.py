@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxfold import BudgetError, ContextEngine, EngineConfig, InvalidInputError, InvalidTypeError, count_messages
-from ctxfold.config import STRATEGIES
-from ctxfold.conversation import parse_messages, parse_with_repairs
-from ctxfold.repair import NO_RESULT
+from ctxfold.engine.config import STRATEGIES
+from ctxfold.engine.messages import parse_messages, parse_with_repairs
+from ctxfold.engine.repair import NO_RESULT
 from ctxfold.tokens import get_tokenizer
 
 TOKENIZER = get_tokenizer(encoding="cl100k_base")

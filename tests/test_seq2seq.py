@@ -22,7 +22,7 @@ from ctxfold import (
     get_tokenizer,
 )
 from ctxfold.models import sha256_file
-from ctxfold.seq2seq import GenerationConfig, Seq2SeqModel, generate
+from ctxfold.summarize.seq2seq_model import GenerationConfig, Seq2SeqModel, generate
 from seq2seq_fixture import EOS, PAD, V, chain, reference_greedy, tok, weights, write_model
 
 LAYOUTS = ["merged", "with_past", "no_cache"]
@@ -121,7 +121,7 @@ def test_one_beam_is_greedy(tmp_path: Path) -> None:
     model = Seq2SeqModel(build(tmp_path, RANDOM, history_scale=1.0, cross_scale=1.0, seed=9))
     ids = [tok("theta"), EOS]
     base = model.default_generation().updated(max_new_tokens=10)
-    from ctxfold import seq2seq
+    from ctxfold.summarize import seq2seq_model as seq2seq
 
     assert seq2seq._beam_search(model, model.encode(ids), base) == generate(model, ids, base)
 

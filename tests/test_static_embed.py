@@ -25,7 +25,7 @@ from ctxfold import (
     StaticEmbedder,
 )
 from ctxfold.models import locate_model, read_checksums
-from ctxfold.static_embed import STATIC_MODEL_SPEC
+from ctxfold.embed.static import STATIC_MODEL_SPEC
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -130,8 +130,8 @@ def test_unweighted_is_the_plain_mean(embedder: StaticEmbedder) -> None:
 def test_same_call_shapes_as_embedder(embedder: StaticEmbedder) -> None:
     assert embedder.embed([]).shape == (0, embedder.dim)
     assert embedder.embed(("a", "b")).shape == (2, embedder.dim)
-    assert embedder.encode(["a"]).shape == (1, embedder.dim)
-    np.testing.assert_array_equal(embedder(["hello there"])[0], embedder.encode("hello there"))
+    assert embedder.embed(["a"]).shape == (1, embedder.dim)
+    np.testing.assert_array_equal(embedder(["hello there"])[0], embedder.embed("hello there"))
     np.testing.assert_array_equal(asyncio.run(embedder.aembed(["x y", "z"])), embedder.embed(["x y", "z"]))
 
 

@@ -13,7 +13,8 @@ import ctxfold
 import numpy as np
 import pytest
 from ctxfold import CallableSummarizer, InvalidInputError, InvalidTypeError, Summarizer, get_tokenizer
-from ctxfold.summarize import DEFAULT_PROMPT_TEMPLATE, BaseSummarizer, fit_to_tokens
+from ctxfold.summarize.callable import DEFAULT_PROMPT_TEMPLATE
+from ctxfold.summarize.protocol import BaseSummarizer, fit_to_tokens
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

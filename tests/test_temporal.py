@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxfold import BudgetError, ContextEngine, EngineConfig, InvalidInputError, InvalidTypeError, count_messages
-from ctxfold.temporal import (
+from ctxfold.text.temporal import (
     NO_TIMESTAMP,
     NOTHING_EARLIER,
     NOTHING_LATER,

@@ -56,33 +56,33 @@ _LAZY = {
     "Embedder": "ctxfold.embed",
     "EmbeddingCache": "ctxfold.embed",
     "MemoryEmbeddingCache": "ctxfold.embed",
-    "StaticEmbedder": "ctxfold.static_embed",
+    "StaticEmbedder": "ctxfold.embed",
     "Summarizer": "ctxfold.summarize",
     "BaseSummarizer": "ctxfold.summarize",
     "CallableSummarizer": "ctxfold.summarize",
     "OnnxSeq2SeqSummarizer": "ctxfold.summarize",
-    "ExtractiveSummarizer": "ctxfold.extractive",
-    "compress": "ctxfold.compress",
-    "CompressionResult": "ctxfold.compress",
-    "CompressedChunk": "ctxfold.compress",
+    "ExtractiveSummarizer": "ctxfold.summarize",
+    "compress": "ctxfold.summarize",
+    "CompressionResult": "ctxfold.summarize",
+    "CompressedChunk": "ctxfold.summarize",
     # the context engine
     "ContextEngine": "ctxfold.engine",
-    "HeadTailSummarizer": "ctxfold.engine",
-    "EngineConfig": "ctxfold.config",
-    "CacheAwareSession": "ctxfold.incremental",
-    "CachePricing": "ctxfold.incremental",
-    "ContextResult": "ctxfold.types",
-    "ItemResult": "ctxfold.types",
-    "Report": "ctxfold.types",
+    "HeadTailSummarizer": "ctxfold.summarize",
+    "EngineConfig": "ctxfold.engine",
+    "CacheAwareSession": "ctxfold.engine",
+    "CachePricing": "ctxfold.engine",
+    "ContextResult": "ctxfold.engine",
+    "ItemResult": "ctxfold.engine",
+    "Report": "ctxfold.engine",
     "from_anthropic": "ctxfold.adapters",
     "to_anthropic": "ctxfold.adapters",
-    "recall_tool": "ctxfold.archive",
-    "RecallTool": "ctxfold.archive",
+    "recall_tool": "ctxfold.engine",
+    "RecallTool": "ctxfold.engine",
     # text: relative dates
-    "resolve_dates": "ctxfold.temporal",
-    "annotate_dates": "ctxfold.temporal",
-    "strip_date_annotations": "ctxfold.temporal",
-    "DateReference": "ctxfold.temporal",
+    "resolve_dates": "ctxfold.text",
+    "annotate_dates": "ctxfold.text",
+    "strip_date_annotations": "ctxfold.text",
+    "DateReference": "ctxfold.text",
     # [memory] memory persistence
     "MemoryStore": "ctxfold.memory",
     "SqliteStore": "ctxfold.memory",
@@ -138,16 +138,20 @@ __getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 
 if TYPE_CHECKING:
-    from ctxfold.adapters import from_anthropic, to_anthropic
-    from ctxfold.archive import RecallTool, recall_tool
-    from ctxfold.config import EngineConfig
-    from ctxfold.embed import Embedder, EmbeddingCache, MemoryEmbeddingCache
-    from ctxfold.compress import CompressedChunk, CompressionResult, compress
-    from ctxfold.engine import ContextEngine, HeadTailSummarizer
-    from ctxfold.extractive import ExtractiveSummarizer
-    from ctxfold.incremental import CacheAwareSession, CachePricing
-    from ctxfold.memory import ConversationStore, Memory, MemoryStore, PostgresStore, Scope, SqliteStore
-    from ctxfold.static_embed import StaticEmbedder
-    from ctxfold.summarize import BaseSummarizer, CallableSummarizer, OnnxSeq2SeqSummarizer, Summarizer
-    from ctxfold.temporal import DateReference, annotate_dates, resolve_dates, strip_date_annotations
-    from ctxfold.types import ContextResult, ItemResult, Report
+    # `X as X`: the explicit re-export form type checkers accept for lazy names.
+    from ctxfold.adapters import from_anthropic as from_anthropic, to_anthropic as to_anthropic
+    from ctxfold.engine.archive import RecallTool as RecallTool, recall_tool as recall_tool
+    from ctxfold.engine.config import EngineConfig as EngineConfig
+    from ctxfold.embed.onnx import Embedder as Embedder, EmbeddingCache as EmbeddingCache, MemoryEmbeddingCache as MemoryEmbeddingCache
+    from ctxfold.summarize.compress import CompressedChunk as CompressedChunk, CompressionResult as CompressionResult, compress as compress
+    from ctxfold.engine.context_engine import ContextEngine as ContextEngine
+    from ctxfold.summarize.head_tail import HeadTailSummarizer as HeadTailSummarizer
+    from ctxfold.summarize.extractive import ExtractiveSummarizer as ExtractiveSummarizer
+    from ctxfold.engine.session import CacheAwareSession as CacheAwareSession, CachePricing as CachePricing
+    from ctxfold.memory import ConversationStore as ConversationStore, Memory as Memory, MemoryStore as MemoryStore, PostgresStore as PostgresStore, Scope as Scope, SqliteStore as SqliteStore
+    from ctxfold.embed.static import StaticEmbedder as StaticEmbedder
+    from ctxfold.summarize.callable import CallableSummarizer as CallableSummarizer
+    from ctxfold.summarize.protocol import BaseSummarizer as BaseSummarizer, Summarizer as Summarizer
+    from ctxfold.summarize.seq2seq import OnnxSeq2SeqSummarizer as OnnxSeq2SeqSummarizer
+    from ctxfold.engine.results import ContextResult as ContextResult, ItemResult as ItemResult, Report as Report
+    from ctxfold.text.temporal import DateReference as DateReference, annotate_dates as annotate_dates, resolve_dates as resolve_dates, strip_date_annotations as strip_date_annotations

@@ -1,6 +1,7 @@
 """Stubs of the compiled module `ctxfold._core` (private: import from `ctxfold`)."""
 
 from os import PathLike
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
@@ -31,9 +32,12 @@ class Tokenizer:
     @property
     def name(self) -> str:
         """The encoding name, or the path the tokenizer was loaded from."""
-    def count(self, text: str | list[str] | tuple[str, ...]) -> int | npt.NDArray[np.int64]:
+    @overload
+    def count(self, text: str) -> int:
         """Token count of one text (an ``int``) or of each text of a list (an
         ``int64`` array, computed in parallel with the GIL released)."""
+    @overload
+    def count(self, text: list[str] | tuple[str, ...]) -> npt.NDArray[np.int64]: ...
     def count_until(self, text: str, limit: int) -> int | None:
         """The exact count if it is at most ``limit``, else ``None``. Stops as
         soon as the limit is passed, so the cost follows ``limit``, not the text."""
@@ -47,12 +51,15 @@ class Tokenizer:
         """Text of token ids; partial UTF-8 sequences become U+FFFD. Ids outside
         the vocabulary raise ``InvalidInputError``."""
 
-def count_tokens(
-    text: str | list[str] | tuple[str, ...], *, model: str | None = None, encoding: str | None = None
-) -> int | npt.NDArray[np.int64]:
+@overload
+def count_tokens(text: str, *, model: str | None = None, encoding: str | None = None) -> int:
     """Exact token count of a text (``int``) or of each text of a list (``int64`` array,
     in parallel, GIL released). ``model=`` picks the model's encoding, ``encoding=``
     names one; with neither, ``o200k_base`` (every current OpenAI model)."""
+@overload
+def count_tokens(
+    text: list[str] | tuple[str, ...], *, model: str | None = None, encoding: str | None = None
+) -> npt.NDArray[np.int64]: ...
 
 def count_until(text: str, limit: int, *, model: str | None = None, encoding: str | None = None) -> int | None:
     """The exact count if it is at most ``limit``, else ``None``; the cost follows ``limit``."""

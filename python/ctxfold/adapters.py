@@ -312,7 +312,7 @@ def _tool_use(call: Any, where: str, ids: _ToolIds) -> dict[str, Any]:
         raise InvalidInputError(f"{where}: a {call.get('type')!r} tool call does not convert; only 'function' calls do")
     function = call.get("function")
     name = function.get("name") if isinstance(function, Mapping) else None
-    if not isinstance(name, str):
+    if not isinstance(function, Mapping) or not isinstance(name, str):
         raise InvalidInputError(f"{where}['function']: needs the tool's 'name' (str)")
     return {"type": "tool_use", "id": ids.new(call["id"]), "name": name, "input": _tool_input(function.get("arguments"))}
 

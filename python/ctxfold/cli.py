@@ -10,17 +10,17 @@ import json
 import os
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxfold.config import STRATEGIES, EngineConfig
-from ctxfold.conversation import parse_messages
-from ctxfold.engine import ContextEngine
+from ctxfold.engine.config import STRATEGIES, EngineConfig
+from ctxfold.engine.messages import parse_messages
+from ctxfold.engine.context_engine import ContextEngine
 from ctxfold.errors import CtxFoldError
 from ctxfold.progress import ProgressBar, Spinner
 from ctxfold.tokens import count_messages, get_tokenizer
-from ctxfold.types import ContextResult
+from ctxfold.engine.results import ContextResult, Item
 
 __all__ = ["main"]
 
@@ -138,7 +138,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     whole = max(sum(original.values()), 1)
     result = _optimize(engine, messages, args, query)
     print(f"{len(items)} messages, {engine.count(messages)} tokens ({engine.tokenizer.name})")
-    for title, key in (("role", lambda it: it.role), ("kind", lambda it: it.kind or "-")):
+    keys: tuple[tuple[str, Callable[[Item], str]], ...] = (("role", lambda it: it.role), ("kind", lambda it: it.kind or "-"))
+    for title, key in keys:
         n: Counter[str] = Counter()
         tokens: Counter[str] = Counter()
         for it in items:

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ctxfold.errors import InvalidTypeError, ModelError, ModelNotFoundError
 
@@ -31,6 +32,8 @@ __all__ = [
     "verify_file",
     "read_checksums",
     "sha256_file",
+    "onnx_session",
+    "hf_tokenizer",
 ]
 
 MODELS_ENV = "CTXFOLD_MODELS"
@@ -238,3 +241,39 @@ def _as_path(value: object, argument: str) -> Path:
     if not isinstance(value, (str, os.PathLike)):
         raise InvalidTypeError(f"{argument}: expected a path (str or os.PathLike), got {type(value).__name__}")
     return Path(value)
+
+
+def onnx_session(path: Path, threads: int | None) -> Any:
+    """An onnxruntime CPU session for a model file, with a `ModelError`
+    naming the file when onnxruntime cannot load it."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # errors only: warnings about unused initializers are noise to users
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    try:
+        return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    except Exception as e:
+        raise ModelError(
+            f"model file {path} cannot be loaded by onnxruntime: {e}. Fix: re-export or replace the file"
+        ) from e
+
+
+def hf_tokenizer(path: Path, truncate_at: int | None, fix: str) -> Any:
+    """A Hugging Face ``tokenizer.json`` that pads nothing (batches are padded
+    by their own longest text) and cuts at `truncate_at` tokens (None: never),
+    with a `ModelError` that names the file and `fix` when it is not one."""
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as e:
+        raise ModelError(f"{path} is not a Hugging Face tokenizer.json: {e}. Fix: {fix}") from e
+    tokenizer.no_padding()
+    if truncate_at is None:
+        tokenizer.no_truncation()
+    else:
+        tokenizer.enable_truncation(truncate_at)
+    return tokenizer

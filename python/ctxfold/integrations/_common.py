@@ -58,7 +58,7 @@ def require(module: str, package: str, what: str) -> Any:
 
 @functools.lru_cache(maxsize=8)
 def _default_engine(model: str | None, encoding: str | None) -> Any:
-    from ctxfold.engine import ContextEngine
+    from ctxfold.engine.context_engine import ContextEngine
 
     return ContextEngine(model, encoding=encoding)
 
@@ -67,7 +67,7 @@ def resolve_engine(engine: Any, model: str | None, encoding: str | None) -> Any:
     """`engine` when given; otherwise one engine per (model, encoding), shared
     by the adapters of a process so its caches (token counts, summaries)
     serve every turn and every adapter."""
-    from ctxfold.engine import ContextEngine
+    from ctxfold.engine.context_engine import ContextEngine
 
     if engine is not None:
         if model is not None or encoding is not None:

@@ -77,7 +77,7 @@ class _Unit(NamedTuple):
 
     kind: str
     """system, user, assistant or tool."""
-    index: int
+    position: int
     """The message's index (-1: the system prompt)."""
     blocks: list[int]
     """Indices of its blocks in the message's content (0 for string content)."""
@@ -105,14 +105,14 @@ def _block_text(block: Mapping[str, Any]) -> str:
     """The text a document, search result or server tool block counts as."""
     kind = block.get("type")
     if kind == "document":
-        source = block.get("source") if isinstance(block.get("source"), Mapping) else {}
-        data = source.get("data") if source.get("type") == "text" else None
+        source = block.get("source")
+        data = source.get("data") if isinstance(source, Mapping) and source.get("type") == "text" else None
         words = [str(block.get(k)) for k in ("title", "context") if block.get(k)]
         head = f"[document: {words[0]}]" if words else "[document]"
         return "\n".join([head, *words[1:], *([data] if isinstance(data, str) else [])])
     if kind == "search_result":
-        inner = block.get("content") if isinstance(block.get("content"), list) else []
-        texts = [str(c.get("text", "")) for c in inner if isinstance(c, Mapping)]
+        inner = block.get("content")
+        texts = [str(c.get("text", "")) for c in inner if isinstance(c, Mapping)] if isinstance(inner, list) else []
         return "\n".join([f"[search result: {block.get('title', '')}]", *texts])
     return json.dumps(dict(block), ensure_ascii=False, default=str)
 
@@ -264,15 +264,15 @@ def _pieces(f: Fitted, units: list[_Unit], messages: Sequence[Any]) -> list[tupl
     if unit.kind == "system":
         return []
     side = "assistant" if unit.kind == "assistant" else "user"
-    content = messages[unit.index]["content"]
+    content = messages[unit.position]["content"]
     if f.status == "kept":
         if isinstance(content, str):
-            return [(side, _Piece({"type": "text", "text": content}, (unit.index, 0), True, whole=content))]
-        return [(side, _Piece(content[j], (unit.index, j), True)) for j in unit.blocks]
+            return [(side, _Piece({"type": "text", "text": content}, (unit.position, 0), True, whole=content))]
+        return [(side, _Piece(content[j], (unit.position, j), True)) for j in unit.blocks]
     new = f.message.get("content")
     # Stripped: a final assistant turn may not end in whitespace.
     text = new.strip() if isinstance(new, str) else ""
-    replaced = tuple((unit.index, j) for j in unit.blocks)
+    replaced = tuple((unit.position, j) for j in unit.blocks)
     at = replaced[-1]
     if unit.kind == "tool":
         original = _read(content[unit.blocks[0]], "tool_result")
@@ -288,7 +288,7 @@ def _pieces(f: Fitted, units: list[_Unit], messages: Sequence[Any]) -> list[tupl
         text_replaces = tuple(p for p in replaced if p[1] not in uses)
         origin = text_replaces[0] if text_replaces else at
         out.append((side, _Piece({"type": "text", "text": text}, origin, False, text_replaces)))
-    out += [(side, _Piece(content[j], (unit.index, j), True)) for j in uses]
+    out += [(side, _Piece(content[j], (unit.position, j), True)) for j in uses]
     return out
 
 

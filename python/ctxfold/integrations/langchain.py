@@ -270,7 +270,8 @@ def fit_messages(
 
 
 def _middleware_base() -> type:
-    return require("langchain.agents.middleware", "langchain", "ctxfold.integrations.langchain.FitContext").AgentMiddleware
+    base: type = require("langchain.agents.middleware", "langchain", "ctxfold.integrations.langchain.FitContext").AgentMiddleware
+    return base
 
 
 def _make_fit_context() -> type:

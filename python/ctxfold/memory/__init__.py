@@ -66,14 +66,14 @@ __getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 
 if TYPE_CHECKING:
-    from ctxfold.memory.caches import CompactionSummary
-    from ctxfold.memory.conversation import ConversationStats, ConversationStore
-    from ctxfold.memory.export import export_yaml, import_yaml
+    from ctxfold.memory.caches import CompactionSummary as CompactionSummary
+    from ctxfold.memory.conversation import ConversationStats as ConversationStats, ConversationStore as ConversationStore
+    from ctxfold.memory.export import export_yaml as export_yaml, import_yaml as import_yaml
     from ctxfold.memory.iterations import (
-        IterationLog,
-        IterationSynthesis,
-        ToolCallRecord,
+        IterationLog as IterationLog,
+        IterationSynthesis as IterationSynthesis,
+        ToolCallRecord as ToolCallRecord,
     )
-    from ctxfold.memory.messages import AgentMessage
-    from ctxfold.memory.postgres import PostgresStore, mask_dsn
-    from ctxfold.memory.tiers import ChatMessage, Episode, MemoryTiers, WorkingMemory
+    from ctxfold.memory.messages import AgentMessage as AgentMessage
+    from ctxfold.memory.postgres import PostgresStore as PostgresStore, mask_dsn as mask_dsn
+    from ctxfold.memory.tiers import ChatMessage as ChatMessage, Episode as Episode, MemoryTiers as MemoryTiers, WorkingMemory as WorkingMemory

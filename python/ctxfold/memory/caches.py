@@ -316,7 +316,7 @@ class CachesMixin:
 def _memo_key(key: Any, *, write: bool) -> str:
     """A memo key as stored: a str as it is, anything else by the hash of its JSON."""
     if isinstance(key, str):
-        return text(key, "key", column=True, key=write)
+        return str(text(key, "key", column=True, key=write))
     try:
         raw = msgspec.json.encode(storable(key, "key"), order="deterministic")
     except (TypeError, msgspec.EncodeError) as e:
@@ -341,7 +341,8 @@ class StoreEmbeddingCache:
         self.model = model
 
     def get_many(self, keys: Sequence[str]) -> Mapping[str, npt.NDArray[np.float32]]:
-        return self.store.get_embeddings(list(keys), self.model)
+        found: Mapping[str, npt.NDArray[np.float32]] = self.store.get_embeddings(list(keys), self.model)
+        return found
 
     def put_many(self, items: Mapping[str, npt.NDArray[np.float32]]) -> None:
         if items:

@@ -28,17 +28,17 @@ def default_embedder() -> Any:
     global _default
     with _lock:
         if _default is None:
-            from ctxfold.static_embed import StaticEmbedder
+            from ctxfold.embed.static import StaticEmbedder
 
             _default = StaticEmbedder()
         return _default
 
 
 def embed_texts(embedder: Any, texts: list[str]) -> FloatArray:
-    fn = getattr(embedder, "embed", None) or getattr(embedder, "encode", None)
-    if fn is None:
+    fn = getattr(embedder, "embed", None)
+    if not callable(fn):
         raise InvalidInputError(
-            f"embedder: {type(embedder).__name__} has no embed() or encode() method. "
+            f"embedder: {type(embedder).__name__} has no embed() method. "
             "Fix: pass an object with embed(list[str]) -> (n, d) array, or omit embedder="
         )
     out = np.asarray(fn(texts), dtype=np.float32)

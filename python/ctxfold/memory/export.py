@@ -234,7 +234,7 @@ def _read_file(path: Path, category: str, verify: bool) -> list[Memory]:
         raise StoreError(f"cannot read {path}: {e}; nothing was imported. Fix: pass a readable export directory") from e
     if verify:
         body, count = _verified_body(path, data, category)
-        memories = _decode(path, body, list[Memory])
+        memories: list[Memory] = _decode(path, body, list[Memory])
         if len(memories) != count:  # the digest does not cover the header's count
             raise StoreError(
                 f"cannot import {path}: it holds {len(memories)} records but its header says {count}; "

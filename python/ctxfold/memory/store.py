@@ -141,7 +141,8 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
 
     def _local(self) -> threading.local:
         """This store's per-thread state (pending after-commit actions, the presearch)."""
-        return self.__dict__.get("_tx_local") or self.__dict__.setdefault("_tx_local", threading.local())
+        local: threading.local = self.__dict__.get("_tx_local") or self.__dict__.setdefault("_tx_local", threading.local())
+        return local
 
     def _presearch(self, scope: Scope, vectors: npt.NDArray[np.float32]) -> None:
         """Before a write that compares ``vectors`` with the scope (the
@@ -172,8 +173,10 @@ class SqlStore(TiersMixin, CachesMixin, IterationsMixin, AgentMessagesMixin):
         if found is not None:
             before, given, scores = found
             if given is vectors and before.prefix_of(matrix):
-                return np.concatenate([scores[i], matrix.vectors[before.n :] @ vectors[i]])
-        return matrix.vectors @ vectors[i]
+                joined: npt.NDArray[np.float32] = np.concatenate([scores[i], matrix.vectors[before.n :] @ vectors[i]])
+                return joined
+        fresh: npt.NDArray[np.float32] = matrix.vectors @ vectors[i]
+        return fresh
 
     def _after_commit(self, action: Callable[[], None]) -> None:
         """Run ``action`` when the write transaction of this thread commits (never if it rolls back)."""

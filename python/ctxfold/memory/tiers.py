@@ -27,6 +27,7 @@ from ctxfold.memory.checks import integer, metadata, number, text, text_list, un
 from ctxfold.memory.scope import Scope, check_scope
 
 if TYPE_CHECKING:
+    from ctxfold.memory.store import SqlStore
     from ctxfold.memory.records import Memory
 
 __all__ = ["ChatMessage", "Episode", "MemoryTiers", "TiersMixin", "WorkingMemory"]
@@ -293,7 +294,7 @@ class MemoryTiers:
     """The four tiers of one scope: ``short_term()``, ``working``,
     ``long_term(query)`` and ``episodic(...)``, over any `SqlStore`."""
 
-    def __init__(self, store: Any, scope: Scope, *, short_term_n: int = 20, threshold: float = 0.3) -> None:
+    def __init__(self, store: SqlStore, scope: Scope, *, short_term_n: int = 20, threshold: float = 0.3) -> None:
         self.store = store
         self.scope = check_scope(scope, write=True)
         self.short_term_n = integer(short_term_n, "short_term_n")

@@ -5,45 +5,24 @@ trajectory or active_task items."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import msgspec
 
 from ctxfold._core import Tokenizer
+from ctxfold.summarize.head_tail import head_tail
 from ctxfold.tokens import message_costs
-from ctxfold.types import Item
+from ctxfold.engine.results import STATE_KINDS, Item
 
 __all__ = [
-    "head_tail", "placeholder", "NEVER_COMPACT", "CLEARABLE_KINDS", "superseded_reads", "later_copies", "structural_pass",
+    "placeholder", "CLEARABLE_KINDS", "superseded_reads", "later_copies", "structural_pass",
     "apply_edits", "Edit",
 ]
 
-NEVER_COMPACT = frozenset({"decision", "quality_gate", "trajectory", "active_task"})
 #: What may be cleared to a placeholder, in the order it is cleared.
 CLEARABLE_KINDS = ("tool_result", "file_read", "debug_log", "intermediate")
 _PATH = re.compile(r"[\w.~-]*(?:/[\w.-]+)+")
-
-
-def head_tail(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:
-    """`text` cut to its head and tail around an omission marker, at most
-    `max_tokens` tokens in all (the marker included)."""
-    if tokenizer.count_until(text, max_tokens) is not None:
-        return text
-    omitted = tokenizer.count(text)
-    marker = f"\n[... {omitted} tokens omitted ...]\n"
-    room = max(0, max_tokens - tokenizer.count(marker))
-    head = tokenizer.truncate(text, room - room // 3, side="end")
-    tail = tokenizer.truncate(text, room // 3, side="start")
-    out = head + marker + tail
-    while tokenizer.count(out) > max_tokens and (head or tail):
-        # Joining can merge tokens across the seams; give back one token at a time.
-        if len(head) >= len(tail):
-            head = tokenizer.truncate(head, max(0, tokenizer.count(head) - 1))
-        else:
-            tail = tokenizer.truncate(tail, max(0, tokenizer.count(tail) - 1), side="start")
-        out = head + marker + tail
-    return out if tokenizer.count(out) <= max_tokens else tokenizer.truncate(marker.strip(), max_tokens)
 
 
 def placeholder(item: Item, *, tool_name: str | None = None) -> str:
@@ -123,10 +102,10 @@ def structural_pass(
         return edits
     eligible = [
         i for i, it in enumerate(items)
-        if not keep[i] and it.kind not in NEVER_COMPACT and isinstance(it.message.get("content"), str)
+        if not keep[i] and it.kind not in STATE_KINDS and isinstance(it.message.get("content"), str)
     ]
 
-    def candidates(predicate) -> list[int]:
+    def candidates(predicate: Callable[[int, Item], bool]) -> list[int]:
         return [i for i in eligible if i not in edits and predicate(i, items[i])]
 
     for i in candidates(lambda i, it: it.role == "tool" and it.tokens > max_tool_output_tokens):
@@ -134,9 +113,10 @@ def structural_pass(
             return edits
         apply(i, Edit("summarized", head_tail(items[i].message["content"], max_tool_output_tokens, tokenizer),
                       f"tool output cut to {max_tool_output_tokens} tokens (head + tail)"))
-    stages = [
+    stale = superseded_reads(items)
+    stages: list[tuple[str, Callable[[int, Item], bool]]] = [
         ("stale tool result", lambda i, it: it.kind == "tool_result"),
-        ("superseded file read", lambda i, it, stale=superseded_reads(items): i in stale),
+        ("superseded file read", lambda i, it: i in stale),
         ("debug log", lambda i, it: it.kind == "debug_log"),
         ("intermediate output", lambda i, it: it.kind == "intermediate"),
     ]

@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 
 from ctxfold._core import Tokenizer
-from ctxfold.types import Item
+from ctxfold.engine.results import Item
 
 __all__ = ["Chunk", "make_chunks", "movable_for_chunks", "chunk_marker", "transcript", "CHUNK_SIZE", "LEVEL2_SHARE"]
 
@@ -86,7 +86,7 @@ def movable_for_chunks(items: Sequence[Item], hard: np.ndarray, groups: np.ndarr
     not hard-protected, and no tool group that reaches into the recent chunk."""
     n = len(items)
     start = max(0, n - recent)
-    movable = ~hard.copy()
+    movable: np.ndarray = ~hard.copy()
     movable[start:] = False
     reaching = {int(g) for g in groups[start:] if g >= 0} | {int(g) for g, h in zip(groups, hard) if h and g >= 0}
     for i in range(start):

@@ -8,33 +8,25 @@ from __future__ import annotations
 import asyncio
 import numbers
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxfold._core import Tokenizer
-from ctxfold.archive import DEFAULT_ARCHIVE_BYTES, Archive, answer_recall
-from ctxfold.compaction import Edit, apply_edits, head_tail, structural_pass
-from ctxfold.config import EngineConfig
-from ctxfold.conversation import parse_messages, parse_with_repairs, with_date_annotations
-from ctxfold.engine_cache import DEFAULT_CACHE_BYTES, CachingEmbedder, EngineCache, check_bytes
+from ctxfold.engine.archive import DEFAULT_ARCHIVE_BYTES, Archive, answer_recall
+from ctxfold.engine.compaction import Edit, apply_edits, structural_pass
+from ctxfold.engine.config import EngineConfig
+from ctxfold.engine.messages import parse_messages, parse_with_repairs, with_date_annotations
+from ctxfold.engine.cache import DEFAULT_CACHE_BYTES, CachingEmbedder, EngineCache, check_bytes
 from ctxfold.errors import InvalidInputError, InvalidTypeError
-from ctxfold.layers import layer_messages
-from ctxfold.plan import KEEP, Plan, choose_strategy, hard_protected, plan_items, soft_protected
-from ctxfold.render import render
-from ctxfold.scoring import score_items
-from ctxfold.summarize import BaseSummarizer, Summarizer
+from ctxfold.engine.layers import layer_messages
+from ctxfold.engine.plan import KEEP, Plan, choose_strategy, hard_protected, plan_items, soft_protected
+from ctxfold.engine.render import render
+from ctxfold.engine.scoring import score_items
+from ctxfold.summarize.protocol import BaseSummarizer, Summarizer
 from ctxfold.tokens import REPLY_PRIMING, get_tokenizer
-from ctxfold.types import ContextResult, Item, Report
+from ctxfold.engine.results import ContextResult, Item, ItemResult, Report
 
-__all__ = ["ContextEngine", "HeadTailSummarizer"]
-
-
-class HeadTailSummarizer(BaseSummarizer):
-    """The fallback shortener: the head and tail of a text around an omission
-    marker (no model, source wording only)."""
-
-    def _summarize_many(self, texts, targets, query):  # type: ignore[override]
-        return [head_tail(t, n, self.tokenizer) for t, n in zip(texts, targets)]
+__all__ = ["ContextEngine"]
 
 
 def _store_scope(store: Any, scope: Any) -> Any:
@@ -92,6 +84,11 @@ class ContextEngine:
         self.config = config if config is not None else EngineConfig()
         self.summarizer = summarizer if summarizer is not None else _default_summarizer(self.tokenizer)
         self.archive = Archive(archive_bytes, store=store, scope=scope)
+        if not (embedder is None or (isinstance(embedder, str) and embedder == "static") or callable(getattr(embedder, "embed", None))):
+            raise InvalidTypeError(
+                f"embedder: {type(embedder).__name__} has no embed() method. Fix: pass an object with "
+                "embed(list[str]) -> (n, d) array (e.g. ctxfold.Embedder()), 'static', or None"
+            )
         self._embedder_spec = embedder
         self._embedder: Any = None
         self.store = store
@@ -100,7 +97,7 @@ class ContextEngine:
 
     def optimize(
         self,
-        messages: Sequence[dict[str, Any]],
+        messages: Sequence[Mapping[str, Any]],
         *,
         query: str | None = None,
         system: str | None = None,
@@ -145,7 +142,7 @@ class ContextEngine:
             items, query, self.config.weights, self.config.half_life_turns, self.embedder, self.cache
         )
         lap("score")
-        strategy = self.config.strategy
+        strategy: str = self.config.strategy
         if strategy == "auto" or needed <= budget:
             strategy = choose_strategy(needed, budget)
         edits: dict[int, Edit] = {}
@@ -184,11 +181,11 @@ class ContextEngine:
         `recall_top`: how many of the messages the engine values most for the
         question are quoted before the current turn when the prefix lost
         them (0: never)."""
-        from ctxfold.incremental import CacheAwareSession
+        from ctxfold.engine.session import CacheAwareSession
 
         return CacheAwareSession(self, pricing=pricing, reserve=reserve, recall_top=recall_top)
 
-    async def aoptimize(self, messages: Sequence[dict[str, Any]], **kwargs: Any) -> ContextResult:
+    async def aoptimize(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ContextResult:
         """`optimize` in a worker thread (the Rust stages release the GIL)."""
         return await asyncio.to_thread(self.optimize, messages, **kwargs)
 
@@ -219,7 +216,7 @@ class ContextEngine:
         `InvalidInputError`."""
         return answer_recall(call, self.archive.get)
 
-    def count(self, messages: Sequence[dict[str, Any]]) -> int:
+    def count(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """`count_messages(messages)` with the engine's tokenizer (per-message
         costs add up, and messages counted before come from the cache)."""
         return REPLY_PRIMING + sum(
@@ -227,7 +224,7 @@ class ContextEngine:
             for it in parse_messages(messages, self.tokenizer, cache=self.cache, on_invalid=self.config.on_invalid)
         )
 
-    def should_compact(self, messages: Sequence[dict[str, Any]]) -> bool:
+    def should_compact(self, messages: Sequence[Mapping[str, Any]]) -> bool:
         """True once the messages take more than `compact_threshold` of the model's window."""
         return self.count(messages) > self.config.compact_threshold * self.config.context_window
 
@@ -236,10 +233,11 @@ class ContextEngine:
         """The dense half of the semantic layer: by default the static MiniLM
         table with its frequency weights (the better ranker on its own, which
         is how the semantic layer uses it, beside BM25), loaded on first use;
-        `embedder=None` keeps scoring lexical, any object with `encode` works."""
+        `embedder=None` keeps scoring lexical; any object with
+        `embed(list[str]) -> (n, d) array` works."""
         if self._embedder is None and self._embedder_spec is not None:
             if self._embedder_spec == "static":
-                from ctxfold.static_embed import StaticEmbedder
+                from ctxfold.embed.static import StaticEmbedder
 
                 embedder = StaticEmbedder(weighted=True)
             else:
@@ -249,7 +247,10 @@ class ContextEngine:
 
     # -- helpers ---------------------------------------------------------------------
 
-    def _with_layers(self, messages, system, items, layers, budget):
+    def _with_layers(
+        self, messages: Sequence[Mapping[str, Any]], system: str | None, items: list[Item],
+        layers: Mapping[str, Any], budget: int,
+    ) -> tuple[list[Item], dict[str, int]]:
         """The items again with one pinned system message per layer inserted
         after the leading system messages (system -> memory -> knowledge -> history)."""
         last_user = next((it for it in reversed(items) if it.role == "user"), None)
@@ -288,7 +289,7 @@ class ContextEngine:
             return query
         return next((it.text for it in reversed(items) if it.role == "user"), "")
 
-    def _archive_changed(self, items: Sequence[Item], results) -> None:
+    def _archive_changed(self, items: Sequence[Item], results: Sequence[ItemResult]) -> None:
         # Copies (made by the archive), so later edits of the caller's dicts
         # cannot change what `restore` returns.
         self.archive.put_many((it.id, it.source) for it, res in zip(items, results) if res.status != "kept")
@@ -326,7 +327,7 @@ def _highlights(plan: Plan, results: Sequence[Any], largest: int = 3) -> list[st
 def _default_summarizer(tokenizer: Tokenizer) -> Summarizer:
     """The extractive summarizer counting with the engine's own tokenizer (no
     progress bar: the engine is a library call)."""
-    from ctxfold.extractive import ExtractiveSummarizer
+    from ctxfold.summarize.extractive import ExtractiveSummarizer
 
     return ExtractiveSummarizer(tokenizer=tokenizer, progress=False)
 

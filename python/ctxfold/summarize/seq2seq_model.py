@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxfold.errors import InvalidInputError, InvalidTypeError, ModelError, ModelNotFoundError
-from ctxfold.models import verified_path
+from ctxfold.models import onnx_session, verified_path
 
 __all__ = ["GenerationConfig", "Seq2SeqModel", "generate", "DecoderState"]
 
@@ -444,15 +444,5 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _session(model_dir: Path, name: str, threads: int | None) -> Any:
-    import onnxruntime as ort
-
     path, _ = verified_path(model_dir, name, None)
-    options = ort.SessionOptions()
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3  # errors only: warnings about unused initializers are noise to users
-    if threads is not None:
-        options.intra_op_num_threads = threads
-    try:
-        return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
-    except Exception as e:
-        raise ModelError(f"model file {path} cannot be loaded by onnxruntime: {e}. Fix: re-export it") from e
+    return onnx_session(path, threads)

@@ -143,7 +143,7 @@ class StaticEmbedder:
             raise ModelError(
                 f"static model {self.path} does not fit its tokenizer {self.tokenizer_path}: {e}. "
                 "Fix: use the tokenizer the table was built with, or rebuild the table for this tokenizer "
-                "(scripts/build_static_table.py in ctxfold's source repository)."
+                "(the recipe is in the README beside the shipped table)."
             ) from e
 
     @property
@@ -170,7 +170,6 @@ class StaticEmbedder:
         result: FloatArray = out
         return result
 
-    encode = embed
     __call__ = embed
 
     async def aembed(self, texts: str | Sequence[str]) -> FloatArray:
@@ -231,7 +230,7 @@ def _tokenizer_path(model_dir: Path, config: dict[str, Any], models_dir: str | o
 
 def _load_array(path: Path, dtype: type[np.generic], ndim: int) -> npt.NDArray[Any]:
     try:
-        array = np.load(path, allow_pickle=False)
+        array: npt.NDArray[Any] = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as e:
         raise ModelError(f"{path} is not a readable .npy file: {e}. Fix: reinstall ctxfold (pip install --force-reinstall ctxfold) to restore the shipped model") from e
     if array.dtype != dtype or array.ndim != ndim:

@@ -33,9 +33,9 @@ import numpy as np
 
 from ctxfold._core import Tokenizer, cosine_similarity, segment, spectral_clustering
 from ctxfold.errors import BudgetError, InvalidInputError, InvalidTypeError
-from ctxfold.extractive import ExtractiveSummarizer, Sentence, SentenceEmbedder, split_sentences
+from ctxfold.summarize.extractive import ExtractiveSummarizer, Sentence, SentenceEmbedder, split_sentences
 from ctxfold.progress import ProgressBar
-from ctxfold.summarize import Summarizer
+from ctxfold.summarize.protocol import Summarizer
 from ctxfold.tokens import get_tokenizer
 
 __all__ = ["compress", "CompressionResult", "CompressedChunk", "LEVELS"]
@@ -544,9 +544,9 @@ def _check_arguments(
 
 
 class _CallableModule(types.ModuleType):
-    """``ctxfold.compress`` is both this module and the function: importing
-    the module (``from ctxfold.compress import CompressionResult``) binds the
-    package attribute to the module, and ``ctxfold.compress(text)`` must
+    """``ctxfold.summarize.compress`` is both this module and the function: importing
+    the module (``from ctxfold.summarize.compress import CompressionResult``) binds the
+    package attribute to the module, and ``ctxfold.summarize.compress(text)`` must
     still work."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> CompressionResult:

@@ -16,18 +16,18 @@ import copy
 import math
 import numbers
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ctxfold.conversation import parse_with_repairs, with_date_annotations
+from ctxfold.engine.messages import parse_with_repairs, with_date_annotations
 from ctxfold.errors import BudgetError, InvalidInputError, InvalidTypeError
 from ctxfold.tokens import REPLY_PRIMING, message_costs
-from ctxfold.types import CacheReport, ContextResult, ItemResult, Report
+from ctxfold.engine.results import CacheReport, ContextResult, ItemResult, Report
 
 if TYPE_CHECKING:
-    from ctxfold.engine import ContextEngine
+    from ctxfold.engine.context_engine import ContextEngine
 
 __all__ = ["CachePricing", "CacheAwareSession"]
 
@@ -116,6 +116,11 @@ class CacheAwareSession:
     another budget or system prompt, starts afresh.
     """
 
+    engine: ContextEngine
+    pricing: CachePricing
+    reserve: float
+    recall_top: int
+
     def __init__(
         self, engine: ContextEngine, *, pricing: CachePricing | None = None, reserve: float = 0.25,
         recall_top: int = 8,
@@ -146,7 +151,7 @@ class CacheAwareSession:
 
     def optimize(
         self,
-        messages: Sequence[dict[str, Any]],
+        messages: Sequence[Mapping[str, Any]],
         *,
         query: str | None = None,
         system: str | None = None,
@@ -286,7 +291,7 @@ class CacheAwareSession:
     def _scores(self, turn: Turn) -> Any:
         """The engine's value of each message of `turn` for its question (computed once)."""
         if turn.scores is None:
-            from ctxfold.scoring import score_items
+            from ctxfold.engine.scoring import score_items
 
             engine = self.engine
             turn.scores, _ = score_items(turn.items, turn.query, engine.config.weights, engine.config.half_life_turns,
@@ -330,7 +335,7 @@ class CacheAwareSession:
         if saved <= 0:
             return False
         turns = (budget - total) / self._growth
-        return saved * self.pricing.read * turns > segment * (self.pricing.write - self.pricing.read)
+        return bool(saved * self.pricing.read * turns > segment * (self.pricing.write - self.pricing.read))
 
     def _end(self) -> int:
         return self._segments[-1].end if self._segments else 0

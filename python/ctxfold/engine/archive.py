@@ -21,9 +21,9 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from ctxfold.engine_cache import ENTRY_OVERHEAD, Lru, approx_bytes, check_bytes
+from ctxfold.engine.cache import ENTRY_OVERHEAD, Lru, approx_bytes, check_bytes
 from ctxfold.errors import InvalidInputError, InvalidTypeError
-from ctxfold.types import Item
+from ctxfold.engine.results import Item
 
 __all__ = [
     "Archive", "RecallTool", "recall_tool", "answer_recall", "original_text", "tool_call_names",
@@ -35,7 +35,7 @@ __all__ = [
 DEFAULT_ARCHIVE_BYTES = 64 << 20
 #: The store memo namespace holding archived originals (delete them with
 #: ``store.memo_purge(ARCHIVE_NAMESPACE)``).
-ARCHIVE_NAMESPACE = "ctxfold.archive"
+ARCHIVE_NAMESPACE = "ctxfold.engine.archive"
 RECALL_TOOL_NAME = "recall"
 
 _msgpack_encode = msgspec.msgpack.Encoder().encode

@@ -10,18 +10,19 @@ what rendering it costs."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 import numpy as np
 
 from ctxfold._core import Tokenizer, select_options
-from ctxfold.compaction import CLEARABLE_KINDS, NEVER_COMPACT, later_copies, placeholder
-from ctxfold.config import EngineConfig
-from ctxfold.engine_cache import EngineCache
+from ctxfold.engine.compaction import CLEARABLE_KINDS, later_copies, placeholder
+from ctxfold.engine.config import EngineConfig
+from ctxfold.engine.cache import EngineCache
 from ctxfold.errors import BudgetError
-from ctxfold.multilevel import CHUNK_SIZE, LEVEL2_SHARE, Chunk, chunk_marker, make_chunks, movable_for_chunks
+from ctxfold.engine.chunks import CHUNK_SIZE, LEVEL2_SHARE, Chunk, chunk_marker, make_chunks, movable_for_chunks
 from ctxfold.tokens import REPLY_PRIMING, count_messages
-from ctxfold.types import Item
+from ctxfold.engine.results import STATE_KINDS, Item
 
 __all__ = [
     "Plan", "plan_items", "choose_strategy", "zones", "pull_in_neighbours", "current_turn", "count_gap_markers",
@@ -82,7 +83,8 @@ def message_values(scores: np.ndarray) -> np.ndarray:
     to the power SCORE_POWER (plus a hair so that everything is worth keeping
     when there is room)."""
     clipped = np.clip(scores, 0, None)
-    return (clipped / max(float(clipped.max(initial=0.0)), 1e-12)) ** SCORE_POWER + 1e-6
+    values: np.ndarray = (clipped / max(float(clipped.max(initial=0.0)), 1e-12)) ** SCORE_POWER + 1e-6
+    return values
 
 
 def tool_groups(items: Sequence[Item]) -> np.ndarray:
@@ -260,7 +262,7 @@ def plan_items(
             continue
         ratio = min(config.summary_ratio, 0.15) if zone[i] == "heavy" else config.summary_ratio
         target = max(config.min_summary_tokens, int(text_tokens[i] * ratio))
-        if zone[i] != "key" and text_tokens[i] > target + marker + SEAM_SLACK and it.kind not in NEVER_COMPACT:
+        if zone[i] != "key" and text_tokens[i] > target + marker + SEAM_SLACK and it.kind not in STATE_KINDS:
             targets[i] = target
             cost[SUMMARY] = it.tokens - text_tokens[i] + marker + target + SEAM_SLACK
             value[SUMMARY] = SOFT_PRESENT + b * SUMMARY_SHARE if is_soft else b * SUMMARY_SHARE
@@ -286,7 +288,7 @@ def plan_items(
     marker_cost = _system_message_cost(gap_marker(n), tokenizer) if gap_markers else 0
     reserve = 0
 
-    def solve() -> tuple[np.ndarray, dict]:
+    def solve() -> tuple[np.ndarray, Any]:
         return select_options(
             np.vstack([costs[rows], chunk_costs]), np.vstack([values[rows], chunk_values]), room - reserve,
             protected=np.concatenate([hard[rows], np.zeros(len(chunks), dtype=bool)]),

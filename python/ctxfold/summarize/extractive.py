@@ -45,7 +45,7 @@ import numpy.typing as npt
 from ctxfold._core import Bm25, Tokenizer, cosine_similarity, select_options
 from ctxfold.errors import CtxFoldError, InvalidInputError, InvalidTypeError
 from ctxfold.progress import ProgressBar
-from ctxfold.summarize import BaseSummarizer, check_targets
+from ctxfold.summarize.protocol import BaseSummarizer, check_targets
 
 __all__ = [
     "ExtractiveSummarizer",
@@ -288,7 +288,7 @@ def default_embedder() -> SentenceEmbedder:
     if not _DEFAULT_EMBEDDER:
         embedder: SentenceEmbedder
         try:
-            from ctxfold.static_embed import StaticEmbedder
+            from ctxfold.embed.static import StaticEmbedder
 
             embedder = StaticEmbedder()
             embedder.embed(["probe"])
@@ -728,7 +728,7 @@ class ExtractiveSummarizer(BaseSummarizer):
 
 
 def _check_one(text: object, target_tokens: object, query: object) -> list[str]:
-    from ctxfold.summarize import check_texts
+    from ctxfold.summarize.protocol import check_texts
 
     if not isinstance(text, str):
         raise InvalidTypeError(f"text: expected str, got {type(text).__name__}")

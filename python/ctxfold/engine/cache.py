@@ -176,7 +176,7 @@ class Lru(Generic[K, V]):
         """The value without counting a hit or refreshing its recency."""
         with self.pool.lock:
             found = self.pool._data.get((self._tag, key))
-        return None if found is None else found[0]  # type: ignore[no-any-return]
+        return None if found is None else found[0]
 
     def put(self, key: K, value: V, size: int | None = None) -> bool:
         """Keep `value` under `key` (most recent); False if it is larger than
@@ -256,8 +256,8 @@ def _structure_bytes(key: tuple[str, str | None, str], value: float) -> int:
 
 
 class CachingEmbedder:
-    """Wraps an embedder (`encode(list[str]) -> (n, d) array`): texts seen
-    before are not encoded again."""
+    """Wraps an embedder (`embed(list[str]) -> (n, d) array`): texts seen
+    before are not embedded again."""
 
     def __init__(self, embedder: Any, cache: Lru[str, np.ndarray], model_name: str = "", store: Any = None) -> None:
         self.embedder = embedder
@@ -265,14 +265,14 @@ class CachingEmbedder:
         self.model_name = model_name or type(embedder).__name__
         self.store = store
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
         found: list[np.ndarray | None] = [self.cache.get(t) for t in texts]
         missing = [i for i, v in enumerate(found) if v is None]
         if missing and self.store is not None:
             self._from_store(texts, found, missing)
             missing = [i for i, v in enumerate(found) if v is None]
         if missing:
-            fresh = np.asarray(self.embedder.encode([texts[i] for i in missing]), dtype=np.float32)
+            fresh = np.asarray(self.embedder.embed([texts[i] for i in missing]), dtype=np.float32)
             for i, vector in zip(missing, fresh):
                 # A copy: a row view would keep the whole batch alive, unaccounted.
                 found[i] = vector = vector.copy()
@@ -285,7 +285,6 @@ class CachingEmbedder:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack(found)  # type: ignore[arg-type]
 
-    embed = encode
 
     def _from_store(self, texts: Sequence[str], found: list[np.ndarray | None], missing: list[int]) -> None:
         hashes = [content_hash(texts[i]) for i in missing]
@@ -293,8 +292,8 @@ class CachingEmbedder:
         for i, h in zip(missing, hashes):
             vector = stored.get(h)
             if vector is not None:
-                found[i] = np.asarray(vector, dtype=np.float32)
-                self.cache.put(texts[i], found[i])
+                found[i] = row = np.asarray(vector, dtype=np.float32)
+                self.cache.put(texts[i], row)
 
 
 class EngineCache:

@@ -1,7 +1,7 @@
 """Turning the caller's messages into validated `Item`s: roles, ids,
 timestamps, tool call/result pairs, token costs. Structural problems are
 raised with the index of the message and what to change; what the chat API
-would reject but can be mended (`ctxfold.repair`) is repaired and reported,
+would reject but can be mended (`ctxfold.engine.repair`) is repaired and reported,
 or raised, as `EngineConfig.on_invalid` says. Nothing is dropped silently.
 
 A message without an ``id`` gets one from its content (``m-`` and 12 hex
@@ -23,13 +23,13 @@ import msgspec
 
 from ctxfold._core import Tokenizer
 from ctxfold.adapters import is_anthropic, split_anthropic
-from ctxfold.archive import tool_call_names
-from ctxfold.engine_cache import EngineCache
+from ctxfold.engine.archive import tool_call_names
+from ctxfold.engine.cache import EngineCache
 from ctxfold.errors import InvalidInputError, InvalidTypeError
-from ctxfold.repair import Entry, OnInvalid, RepairLog, repair_entries
-from ctxfold.temporal import annotate_dates
+from ctxfold.engine.repair import Entry, OnInvalid, RepairLog, repair_entries
+from ctxfold.text.temporal import annotate_dates
 from ctxfold.tokens import _collect_message, message_costs
-from ctxfold.types import Item, Repair
+from ctxfold.engine.results import Item, Repair
 
 __all__ = ["parse_messages", "parse_with_repairs", "message_text", "with_date_annotations", "API_KEYS", "ROLES"]
 
@@ -62,7 +62,7 @@ def parse_with_repairs(
     *,
     on_invalid: OnInvalid = "repair",
 ) -> tuple[list[Item], list[Repair]]:
-    """The `Item`s of `messages` and the repairs made to them (`ctxfold.repair`;
+    """The `Item`s of `messages` and the repairs made to them (`ctxfold.engine.repair`;
     under ``on_invalid="raise"`` the first problem is an `InvalidInputError`
     instead). With a `cache`, messages counted before are not counted again."""
     if on_invalid not in ("repair", "raise"):
@@ -84,7 +84,7 @@ def parse_with_repairs(
 
 def with_date_annotations(items: Sequence[Item], tokenizer: Tokenizer, cache: EngineCache | None = None) -> list[Item]:
     """The items with relative dates in the text content of each timestamped
-    user and assistant message annotated in place (`ctxfold.temporal`:
+    user and assistant message annotated in place (`ctxfold.text.temporal`:
     ``yesterday [2023-05-07]``, in the timestamp's own time zone) and their
     costs counted again, so the plan prices the text it will send. System,
     developer and tool messages, pinned messages, tool call arguments and

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxfold.errors import InvalidInputError, InvalidTypeError, ModelError
-from ctxfold.models import DEFAULT_EMBEDDING_MODEL, KNOWN_MODELS, locate_model, verified_path
+from ctxfold.models import DEFAULT_EMBEDDING_MODEL, KNOWN_MODELS, hf_tokenizer, locate_model, onnx_session, verified_path
 
 __all__ = ["Embedder", "EmbeddingCache", "MemoryEmbeddingCache", "EmbedderStats"]
 
@@ -158,8 +158,9 @@ class Embedder:
         model_path, model_sha = verified_path(self.model_dir, "model.onnx", spec)
         tokenizer_path, _ = verified_path(self.model_dir, "tokenizer.json", spec)
         self.model_path = model_path
-        self._tokenizer = _load_tokenizer(tokenizer_path, self.max_length)
-        self._session = _load_session(model_path, threads)
+        # The shipped file pads every text to 128 and cuts at 128; batching pads per batch instead.
+        self._tokenizer = hf_tokenizer(tokenizer_path, self.max_length, "replace it with the model's tokenizer.json")
+        self._session = onnx_session(model_path, threads)
         self._input_names = {i.name for i in self._session.get_inputs()}
         for required in ("input_ids", "attention_mask"):
             if required not in self._input_names:
@@ -349,36 +350,3 @@ def _make_cache(cache: object) -> EmbeddingCache | None:
     raise InvalidTypeError(
         f"cache: expected True, None or an object with get_many(keys) and put_many(items), got {type(cache).__name__}"
     )
-
-
-def _load_tokenizer(path: Path, max_length: int) -> Any:
-    from tokenizers import Tokenizer
-
-    try:
-        tokenizer = Tokenizer.from_file(str(path))
-    except Exception as e:
-        raise ModelError(
-            f"{path} is not a Hugging Face tokenizer.json: {e}. Fix: replace it with the model's tokenizer.json"
-        ) from e
-    # The shipped file pads every text to 128 and cuts at 128; batching pads
-    # per batch instead, and the cut follows max_length.
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length)
-    return tokenizer
-
-
-def _load_session(path: Path, threads: int | None) -> Any:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3  # errors only: warnings about unused initializers are noise to users
-    if threads is not None:
-        options.intra_op_num_threads = threads
-    try:
-        return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
-    except Exception as e:
-        raise ModelError(
-            f"model file {path} cannot be loaded by onnxruntime: {e}. Fix: re-export or replace the file"
-        ) from e

@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from ctxfold._core import Bm25, decay_weights
-from ctxfold.engine_cache import EngineCache
-from ctxfold.entities import extract_entities
-from ctxfold.types import LAYER_NAMES, Item
+from ctxfold.engine.cache import EngineCache
+from ctxfold.text.entities import extract_entities
+from ctxfold.engine.results import LAYER_NAMES, STATE_KINDS, Item
 
 __all__ = ["score_items", "recency_applies", "LAYER_NAMES"]
 
@@ -53,7 +53,6 @@ _ABOUT_ASSISTANT = re.compile(
     r"|our (previous|last|earlier|past) (conversation|chat|discussion)|we (talked|discussed|spoke|chatted))\b",
     re.I,
 )
-_PROTECTED_KINDS = {"decision", "quality_gate", "trajectory", "active_task"}
 # A question ("?", or opening with a question word) asks for facts wherever
 # they are in the history: no recency pull, unless it points at the present
 # or at what was just said ("now", "currently", "this error", "above").
@@ -135,7 +134,7 @@ def semantic_layer(texts: list[str], query: str, embedder: Any = None, cache: En
     cache = cache if cache is not None else EngineCache()
     scores = bm25_scores(cache.terms_of(texts, Bm25.tokenize), query)
     if embedder is not None and len(texts) > 1:
-        vectors = np.asarray(embedder.encode([query, *texts]), dtype=np.float32)
+        vectors = np.asarray(embedder.embed([query, *texts]), dtype=np.float32)
         dense = vectors[1:] @ vectors[0]
         scores = np.clip(np.maximum(_standardised(scores), _standardised(dense.astype(np.float64))), 0, None)
     best = scores.max()
@@ -203,7 +202,7 @@ def structure_layer(items: Sequence[Item], cache: EngineCache | None = None) -> 
 
 def _structure_score(it: Item) -> float:
     value = _ROLE_WEIGHT.get(it.role, 0.5)
-    if it.kind in _PROTECTED_KINDS:
+    if it.kind in STATE_KINDS:
         value = 1.0
     for pattern, bonus in _STRUCTURE_CUES:
         if pattern.search(it.text):
@@ -224,8 +223,8 @@ def cross_reference_layer(items: Sequence[Item], semantic: np.ndarray) -> np.nda
         if it.role == "user" and i + 1 < len(items) and items[i + 1].role == "assistant":
             out[i] = max(out[i], semantic[i + 1])
             out[i + 1] = max(out[i + 1], semantic[i])
-        call_id = it.message.get("tool_call_id")
-        for j in by_call.get(call_id, []) if call_id else []:
+        result_of = it.message.get("tool_call_id")
+        for j in by_call.get(result_of, []) if isinstance(result_of, str) else []:
             out[j] = max(out[j], semantic[i])
             out[i] = max(out[i], semantic[j])
     return out

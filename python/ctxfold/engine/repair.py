@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ctxfold.errors import InvalidInputError
-from ctxfold.types import Repair
+from ctxfold.engine.results import Repair
 
 __all__ = ["Entry", "RepairLog", "repair_entries", "NO_RESULT", "OnInvalid"]
 

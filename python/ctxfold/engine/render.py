@@ -9,18 +9,19 @@ from typing import Any
 import numpy as np
 
 from ctxfold._core import Tokenizer
-from ctxfold.compaction import Edit, head_tail, placeholder
-from ctxfold.engine_cache import EngineCache, content_hash
-from ctxfold.multilevel import Chunk, chunk_marker
+from ctxfold.engine.compaction import Edit, placeholder
+from ctxfold.summarize.head_tail import head_tail
+from ctxfold.engine.cache import EngineCache, content_hash
+from ctxfold.engine.chunks import Chunk, chunk_marker
 from ctxfold.errors import CtxFoldError
-from ctxfold.plan import CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_MARKER, Plan, gap_marker, hard_protected
-from ctxfold.summarize import Summarizer
+from ctxfold.engine.plan import CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_MARKER, Plan, gap_marker, hard_protected
+from ctxfold.summarize.protocol import Summarizer
 from ctxfold.tokens import REPLY_PRIMING, count_messages, message_costs
-from ctxfold.types import Item, ItemResult
+from ctxfold.engine.results import Item, ItemResult, Status
 
 __all__ = ["render"]
 
-STATUS = {KEEP: "kept", SUMMARY: "summarized", CLEAR: "cleared", DROP: "dropped"}
+STATUS: dict[int, Status] = {KEEP: "kept", SUMMARY: "summarized", CLEAR: "cleared", DROP: "dropped"}
 
 
 def render(
@@ -94,7 +95,8 @@ def _reasons(items: Sequence[Item], plan: Plan, scores: np.ndarray, sizes: Seque
         elif i in plan.duplicates:
             reason = f"exact copy of {items[plan.duplicates[i]].id}, which comes later"
         else:
-            call = call_of.get(it.message.get("tool_call_id")) if it.role == "tool" else None
+            result_of = it.message.get("tool_call_id")
+            call = call_of.get(result_of) if it.role == "tool" and isinstance(result_of, str) else None
             group = f" with its tool call {call}" if call else " with its tool results" if it.tool_call_ids else ""
             if lowest is not None and score < lowest:
                 reason = f"dropped{group}: score {score:.3f} below every kept message's (lowest kept {lowest:.3f})"

@@ -7,9 +7,11 @@ from typing import Any, Literal
 
 import msgspec
 
-__all__ = ["Item", "ItemResult", "Repair", "Report", "ContextResult", "Status", "LAYER_NAMES"]
+__all__ = ["Item", "ItemResult", "Repair", "Report", "ContextResult", "Status", "STATE_KINDS", "LAYER_NAMES"]
 
 Status = Literal["kept", "summarized", "cleared", "dropped"]
+#: Message kinds that carry the agent's state: scored as structure, never compacted.
+STATE_KINDS = frozenset({"decision", "quality_gate", "trajectory", "active_task"})
 
 #: The scoring layers, in the order of `EngineConfig.weights`.
 LAYER_NAMES = ("semantic", "entity", "recency", "intent", "structure", "cross_reference")
@@ -112,7 +114,7 @@ class Report(msgspec.Struct, kw_only=True):
         return self.tokens_in / self.tokens_out if self.tokens_out else float("inf")
 
     def to_dict(self) -> dict[str, Any]:
-        data = msgspec.to_builtins(self)
+        data: dict[str, Any] = msgspec.to_builtins(self)
         data["compression_ratio"] = round(self.compression_ratio, 4)
         return data
 
