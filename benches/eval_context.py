@@ -42,10 +42,15 @@ any common form (2023-05-07, 7 May 2023, May 7th, 05/07/2023, 7.5.2023; a
 year-less mention matches any year); a month ("September 2023") when the
 context names a day of it or the month and year; any other answer when all
 of its content words are in the context; answers that are only a small
-number (a count of days) cannot be checked this way and are left out.
+number (a count of days) cannot be checked this way and are left out. Entity
+recall (`entity_recall`) of the evidence messages in the context is printed
+beside it.
 
     python benches/eval_context.py [--sets lme,oracle,beam,realtalk] [--methods ctxfold,bm25,...]
-                                   [--limit N] [--budgets eighth,fixed] [--json out.json] [--temporal]
+                                   [--limit N] [--budgets eighth,fixed] [--json out.json] [--arc] [--temporal]
+
+``--arc`` runs ctxfold with the conversation arc in the prompt
+(``EngineConfig(conversation_arc=True)``).
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ from typing import Any
 import numpy as np
 
 import ctxfold
+from ctxfold.text.entities import entity_recall
 from ctxfold.text.temporal import strip_date_annotations
 
 REPO = Path(__file__).resolve().parent.parent
@@ -364,13 +370,15 @@ def evaluate_set(name: str, args: argparse.Namespace, engines: dict[str, Any], b
                         kept[method] = [msgs[i] for i in idx]
                 for method, messages in kept.items():
                     context = context_text(messages)
-                    v, c = measure(strip_date_annotations(context), by_id, q.evidence, True)
+                    plain = strip_date_annotations(context)
+                    v, c = measure(plain, by_id, q.evidence, True)
                     record = {"budget": label, "method": method, "category": q.category,
                               "half": 1 if k < half else 2, "verbatim": v, "coverage": c}
                     if args.temporal:
                         found = answer_found(q.answer, context)
                         record["answer"] = found[0] if found else None
                         record["found"] = float(found[1]) if found else None
+                        record["entity_recall"] = entity_recall([by_id[i] for i in q.evidence], plain)
                     records.append(record)
         if args.progress:
             print(f"  {name} [{k + 1}/{len(units)}] {unit}: {len(msgs)} messages, {len(questions)} questions",
@@ -395,6 +403,11 @@ def print_found(records: Sequence[dict[str, Any]], present: Sequence[str]) -> No
                 count = len(vals) or count
                 cells.append(f"{statistics.mean(vals):>16.3f}" if vals else f"{'-':>16}")
             print(f"{budget:>6} {f'{label} ({count})':<28}" + "".join(cells))
+    print("\nentity recall (the evidence messages' entities found in the context, annotations taken out)")
+    for budget in dict.fromkeys(r["budget"] for r in records):
+        cells = [statistics.mean(r["entity_recall"] for r in records if r["budget"] == budget and r["method"] == m)
+                 for m in present]
+        print(f"{budget:>6} {'all':<28}" + "".join(f"{c:>16.3f}" for c in cells))
     unchecked = sum(1 for r in records if r.get("answer") is None and r["method"] == present[0])
     print(f"(answers that are only a small number, not checkable: {unchecked} question-budget pairs)")
 
@@ -442,6 +455,8 @@ def main() -> int:
     parser.add_argument("--progress", action="store_true")
     parser.add_argument("--temporal", action="store_true",
                         help="only the questions about time (lme, realtalk), with the answer found in the context")
+    parser.add_argument("--config", default="", help="EngineConfig fields for the engine, ';'-separated JSON values: protect_last=1;summary_ratio=0.2")
+    parser.add_argument("--arc", action="store_true", help="ctxfold with EngineConfig(conversation_arc=True)")
     args = parser.parse_args()
     args.methods = [m for m in args.methods.split(",") if m]
     unknown = set(args.methods) - set(METHODS)
@@ -457,8 +472,12 @@ def main() -> int:
         return 0
     if args.temporal and set(sets) - {"lme", "realtalk"}:
         parser.error("--temporal: only lme and realtalk have questions about time")
+    overrides = {k: json.loads(v) for k, v in (pair.split("=", 1) for pair in args.config.split(";") if pair)}
+    if args.arc:
+        overrides["conversation_arc"] = True
     engines = {m: ctxfold.ContextEngine(encoding="cl100k_base",
-                                        config=ctxfold.EngineConfig(annotate_dates=m == "ctxfold"))
+                                        config=ctxfold.EngineConfig(**{**overrides, "annotate_dates": False}
+                                                                    if m == "ctxfold-nodates" else overrides))
                for m in args.methods if m in ("ctxfold", "ctxfold-nodates")}
     baselines = Baselines([m for m in args.methods if m not in engines], ctxfold.get_tokenizer(encoding="cl100k_base"),
                           args.cache_dir)

@@ -35,7 +35,16 @@ one kind; S = ``ctxfold.cosine_similarity`` of the vectors):
 
     python benches/eval_segmentation.py [--vectors minilm|static|tfidf|tfidf-corpus|a+b|all,...]
         [--methods segment,spectral,texttiling] [--sets choi,dialseg711,tiage]
-        [--part all|first|second] [--limit N] [--cache DIR]
+        [--part all|first|second] [--limit N] [--cache DIR] [--transform none|window1|window2|answer|speaker|qsplit|answer+qsplit]
+
+``--transform`` (embedding kinds only) applies a dialogue variant to each
+document's vectors or similarity before segmenting: ``window1``/``window2``
+(each utterance averaged with 1 or 2 neighbours each side), ``answer`` (an
+utterance after a question takes 0.3 of the question's vector), ``speaker``
+(each speaker's mean vector taken out, speakers alternating), ``qsplit``
+(a question's similarity to the utterance before it halved), ``answer+qsplit``
+(both). None is kept:
+docs/benchmarks.md has the figures.
 
 Results (this script, release build, ``--vectors all``; Pk / WindowDiff):
 
@@ -237,18 +246,76 @@ def embed_set(kind: str, name: str, sentences: list[str], cache: Path | None) ->
     return v
 
 
-def similarities(kind: str, name: str, documents: list[Document], cache: Path | None) -> list[Matrix]:
+def _unit(v: Matrix) -> Matrix:
+    return (v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+
+
+def window_vectors(sentences: list[str], v: Matrix, radius: int) -> Matrix:
+    """Each utterance's vector averaged with its neighbours (weights falling linearly)."""
+    out = np.zeros_like(v, dtype=np.float64)
+    n = len(v)
+    for offset in range(-radius, radius + 1):
+        lo, hi = max(0, -offset), min(n, n - offset)
+        out[lo:hi] += (1 - abs(offset) / (radius + 1)) * v[lo + offset : hi + offset]
+    return _unit(out)
+
+
+def answer_vectors(sentences: list[str], v: Matrix, weight: float = 0.3) -> Matrix:
+    """An utterance after a question ("...?") takes `weight` of the question's vector: an answer belongs with it."""
+    out = v.astype(np.float64).copy()
+    for t in range(1, len(sentences)):
+        if sentences[t - 1].rstrip().endswith("?"):
+            out[t] += weight * v[t - 1]
+    return _unit(out)
+
+
+def speaker_centred(sentences: list[str], v: Matrix) -> Matrix:
+    """Each speaker's mean vector taken out (speakers alternate): what is style, not topic."""
+    out = v.astype(np.float64).copy()
+    for parity in (0, 1):
+        out[parity::2] -= v[parity::2].mean(axis=0)
+    return _unit(out)
+
+
+def question_split(sentences: list[str], s: Matrix, factor: float = 0.5) -> Matrix:
+    """The similarity of a question to the utterance before it scaled by `factor`: a question may open a topic."""
+    s = np.array(s, dtype=np.float64)
+    for t in range(1, len(sentences)):
+        if sentences[t].rstrip().endswith("?"):
+            s[t - 1, t] = s[t, t - 1] = s[t - 1, t] * factor
+    return s
+
+
+#: Dialogue variants of the similarity (``--transform``), tried and not kept (docs/benchmarks.md).
+TRANSFORMS: dict[str, Callable[[list[str], Matrix], Matrix]] = {
+    "none": lambda sents, v: v,
+    "window1": lambda sents, v: window_vectors(sents, v, 1),
+    "window2": lambda sents, v: window_vectors(sents, v, 2),
+    "answer": answer_vectors,
+    "speaker": speaker_centred,
+}
+
+
+def similarities(
+    kind: str, name: str, documents: list[Document], cache: Path | None, transform: str = "none"
+) -> list[Matrix]:
     """The similarity matrix of every document for one kind of vectors; a
     fusion ``a+b`` averages the two cosine matrices."""
     import ctxfold
 
     if "+" in kind:
-        parts = [similarities(k, name, documents, cache) for k in kind.split("+")]
+        parts = [similarities(k, name, documents, cache, transform) for k in kind.split("+")]
         return [np.mean(m, axis=0, dtype=np.float64).astype(np.float32) for m in zip(*parts)]
     if kind in EMBEDDINGS:
         flat = embed_set(kind, name, [x for sents, _ in documents for x in sents], cache)
         cuts = np.cumsum([len(sents) for sents, _ in documents])[:-1]
-        return [np.asarray(ctxfold.cosine_similarity(v)) for v in np.split(flat, cuts)]
+        vectors = np.split(flat, cuts)
+        if transform in ("qsplit", "answer+qsplit"):
+            base = "answer" if transform == "answer+qsplit" else "none"
+            return [question_split(sents, np.asarray(ctxfold.cosine_similarity(TRANSFORMS[base](sents, v))))
+                    for (sents, _), v in zip(documents, vectors)]
+        return [np.asarray(ctxfold.cosine_similarity(TRANSFORMS[transform](sents, v)))
+                for (sents, _), v in zip(documents, vectors)]
     vectorizer = None
     if kind == "tfidf-corpus":
         from sklearn.feature_extraction.text import TfidfVectorizer
@@ -258,13 +325,13 @@ def similarities(kind: str, name: str, documents: list[Document], cache: Path | 
 
 
 def evaluate(
-    name: str, kind: str, methods: list[str], part: str, limit: int | None, cache: Path | None
+    name: str, kind: str, methods: list[str], part: str, limit: int | None, cache: Path | None, transform: str = "none"
 ) -> dict[str, tuple[float, float, float]]:
     """Mean Pk, WindowDiff and seconds per method on one data set. The
     similarities are computed for the whole set (so corpus IDF and the
     embedding cache see every document), then the part is taken."""
     documents = list(SETS[name]())
-    matrices = similarities(kind, name, documents, cache)
+    matrices = similarities(kind, name, documents, cache, transform)
     half = len(documents) // 2
     pick = {"all": slice(None), "first": slice(0, half), "second": slice(half, None)}[part]
     pairs = list(zip(documents[pick], matrices[pick]))[:limit]
@@ -294,6 +361,8 @@ def main() -> int:
     parser.add_argument("--part", choices=["all", "first", "second"], default="all", help="half of each data set")
     parser.add_argument("--limit", type=int, default=None, help="first N documents (of the part) of each set")
     parser.add_argument("--cache", type=Path, default=None, help="directory caching the embeddings (.npy)")
+    parser.add_argument("--transform", choices=[*TRANSFORMS, "qsplit", "answer+qsplit"], default="none",
+                        help="a dialogue variant of the embedding similarity (tried, not kept)")
     args = parser.parse_args()
     if not SEGMENTATION.is_dir():
         print(f"skipped: evaluation data not found at {SEGMENTATION} (set CTXFOLD_SHARED_DATA)")
@@ -306,8 +375,10 @@ def main() -> int:
     if any(m not in METHODS for m in methods):
         parser.error(f"--methods: choose from {', '.join(METHODS)}")
     sets = args.sets.split(",")
-    results = {(name, kind): evaluate(name, kind, methods, args.part, args.limit, args.cache) for name in sets for kind in kinds}
-    print(f"Topic segmentation, gold number of segments; Pk / WindowDiff (lower is better); part={args.part}, limit={args.limit}")
+    results = {(name, kind): evaluate(name, kind, methods, args.part, args.limit, args.cache, args.transform)
+               for name in sets for kind in kinds}
+    print(f"Topic segmentation, gold number of segments; Pk / WindowDiff (lower is better); part={args.part}, "
+          f"limit={args.limit}, transform={args.transform}")
     header = f"{'vectors':<14} {'method':<11}" + "".join(f" {name:>15}" for name in sets)
     print(header)
     print("-" * len(header))

@@ -241,6 +241,15 @@ def _summary_bytes(key: tuple[str, int], value: str) -> int:
     return _getsizeof(key) + _getsizeof(key[0]) + _INT + _getsizeof(value) + ENTRY_OVERHEAD
 
 
+_WORD_BYTES = 80
+
+
+def _arc_facts_bytes(key: str, value: Any) -> int:
+    # Counted per word, not walked: each word and stem is a short str of at most _WORD_BYTES.
+    sentences = sum(_getsizeof(q) for q in value.questions) + sum(_getsizeof(c[1]) + 64 for c in value.cues)
+    return _getsizeof(key) + 2 * (_getsizeof(value.words) + _WORD_BYTES * len(value.words)) + sentences + ENTRY_OVERHEAD
+
+
 def _terms_bytes(key: str, value: tuple[dict[str, int], int]) -> int:
     counts = value[0]
     return (_getsizeof(key) + _getsizeof(value) + _getsizeof(counts) + sum(map(_getsizeof, counts))
@@ -314,6 +323,8 @@ class EngineCache:
         """Structure-layer score by (role, kind, text): independent of the query."""
         self.annotations: Lru[tuple[str, Any], str] = Lru(sizeof=_annotation_bytes, pool=pool)
         """Date-annotated text by (text, the anchor's date); "" for a text with nothing to annotate."""
+        self.arc_facts: Lru[str, Any] = Lru(sizeof=_arc_facts_bytes, pool=pool)
+        """What the conversation arc reads from each text (`ctxfold.arc.MessageFacts`)."""
         self.store = store
         self._scoped: dict[str, Any] = {} if scope is None else {"scope": scope}
 

@@ -47,6 +47,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     weights: dict[str, float] = msgspec.field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     protect_last: int = 4
     """The last N messages are soft-protected: verbatim when they fit, shortened otherwise."""
+    protect_critical_entities: bool = False
+    """Keep present (verbatim or shortened) the latest user message naming
+    each active critical entity: who the user is, a task goal, a commitment,
+    a deadline; at most a tenth of the budget goes to them."""
     expand_neighbours: bool = True
     """Neighbour expansion: a kept assistant answer pulls in the user turn it
     replies to (its value lifted, the knapsack solved again)."""
@@ -66,6 +70,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     assistant messages get their absolute dates written after them
     (``yesterday [2023-05-07]``), so what is kept still says when; the
     annotated text is what the plan counts. `restore` returns the original."""
+    conversation_arc: bool = False
+    """Put the conversation arc (`report.arc.to_text()`: current focus, open
+    questions, pending actions, decisions, earlier topics) in the prompt as
+    the budgeted ``conversation_arc`` layer. Off by default: it spends budget
+    the history would otherwise get. The report carries the arc either way."""
     on_invalid: Literal["repair", "raise"] = "repair"
     """What `optimize` does with malformed messages (orphan tool results,
     unanswered tool calls, duplicate call ids, ``None`` contents): repair them

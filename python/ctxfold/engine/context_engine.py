@@ -11,6 +11,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from ctxfold._core import Tokenizer
 from ctxfold.engine.archive import DEFAULT_ARCHIVE_BYTES, Archive, answer_recall
 from ctxfold.engine.compaction import Edit, apply_edits, structural_pass
@@ -19,14 +21,21 @@ from ctxfold.engine.messages import parse_messages, parse_with_repairs, with_dat
 from ctxfold.engine.cache import DEFAULT_CACHE_BYTES, CachingEmbedder, EngineCache, check_bytes
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 from ctxfold.engine.layers import layer_messages
-from ctxfold.engine.plan import KEEP, Plan, choose_strategy, hard_protected, plan_items, soft_protected
+from ctxfold.engine.plan import (
+    KEEP, Plan, choose_strategy, current_turn, hard_protected, plan_items, soft_protected, tool_groups,
+)
 from ctxfold.engine.render import render
 from ctxfold.engine.scoring import score_items
 from ctxfold.summarize.protocol import BaseSummarizer, Summarizer
+from ctxfold.text.arc import ConversationArc, MessageFacts, arc_of, message_facts
 from ctxfold.tokens import REPLY_PRIMING, get_tokenizer
 from ctxfold.engine.results import ContextResult, Item, ItemResult, Report
 
 __all__ = ["ContextEngine"]
+
+# The arc layer's framing (a system message and its heading), and the least arc worth sending.
+_ARC_OVERHEAD = 12
+_ARC_MIN_TOKENS = 24
 
 
 def _store_scope(store: Any, scope: Any) -> Any:
@@ -125,6 +134,16 @@ class ContextEngine:
         items, repairs = parse_with_repairs(
             messages, self.tokenizer, system=system, cache=self.cache, on_invalid=self.config.on_invalid
         )
+        parsed = items
+        arc: Any = lambda: self._arc(parsed)  # noqa: E731 - built when the report's arc is first read
+        if self.config.conversation_arc:
+            arc = self._arc(items)
+            lap("arc")
+            layers = dict(layers or {})
+            text = self._arc_text(arc, items, budget)
+            if text:
+                given = layers.pop("conversation_arc", None) or layers.pop("arc", None) or []
+                layers["conversation_arc"] = [*([given] if isinstance(given, str) else given), text]
         allocation: dict[str, int] = {}
         if layers:
             items, allocation = self._with_layers(messages, system, items, layers, budget)
@@ -169,7 +188,7 @@ class ContextEngine:
             timings_ms=timings, warnings=self._warnings(items, sizes, plan, results), optimality_gap=plan.gap,
             highlights=_highlights(plan, results),
             layers=allocation, repairs=repairs,
-        )
+        ).with_arc(arc)
         return ContextResult(messages=out, tokens=tokens, items=results, report=report)
 
     def session(self, *, pricing: Any = None, reserve: float = 0.25, recall_top: int = 8) -> Any:
@@ -246,6 +265,39 @@ class ContextEngine:
         return self._embedder
 
     # -- helpers ---------------------------------------------------------------------
+
+    def _arc(self, items: Sequence[Item]) -> ConversationArc:
+        """The conversation arc of the parsed messages, on the scoring
+        embedder's vectors (cached, so scoring does not embed them again)."""
+        texts = [it.text for it in items]
+        embedder = self.embedder
+        vectors = np.asarray(embedder.embed(texts), dtype=np.float32) if embedder is not None and len(texts) > 1 else None
+        speakers = [(it.role, str(it.message.get("name") or "")) for it in items]
+        return arc_of(texts, speakers, [it.id for it in items], vectors, facts_of=self._message_facts)
+
+    def _arc_text(self, arc: ConversationArc, items: Sequence[Item], budget: int) -> str:
+        """The arc's text, cut to whole lines that fit beside what must stay
+        (system, pinned and the current turn, with their tool groups): the
+        arc is optional and never the reason the current turn is cut."""
+        groups = tool_groups(items)
+        must = set(current_turn(items)) | {i for i, it in enumerate(items) if hard_protected(it)}
+        wanted = {int(groups[i]) for i in must if groups[i] >= 0}
+        must |= {i for i in range(len(items)) if groups[i] in wanted}
+        room = budget - REPLY_PRIMING - sum(items[i].tokens for i in must) - _ARC_OVERHEAD
+        text = arc.to_text()
+        if room < _ARC_MIN_TOKENS:
+            return ""
+        cut = self.tokenizer.truncate(text, room)
+        if cut != text:
+            cut = cut[: cut.rindex("\n")].rstrip() if "\n" in cut else ""
+        return cut
+
+    def _message_facts(self, text: str) -> MessageFacts:
+        found = self.cache.arc_facts.get(text)
+        if found is None:
+            found = message_facts(text)
+            self.cache.arc_facts.put(text, found)
+        return found
 
     def _with_layers(
         self, messages: Sequence[Mapping[str, Any]], system: str | None, items: list[Item],

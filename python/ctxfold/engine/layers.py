@@ -70,7 +70,10 @@ def layer_messages(
         room = alloc[name] - _MESSAGE_OVERHEAD
         if not texts or room <= 0:
             continue
-        body = tokenizer.truncate("\n\n".join(texts), room)
+        full = "\n\n".join(texts)
+        body = tokenizer.truncate(full, room)
+        if name == "conversation_arc" and body != full:
+            body = body[: body.rindex("\n")].rstrip() if "\n" in body else ""  # a list of lines: no half entry
         if body:
             messages.append({"role": "system", "content": f"## {heading}\n{body}", "id": f"layer:{name}", "pinned": True})
     return messages, alloc

@@ -20,6 +20,7 @@ from ctxfold.engine.compaction import CLEARABLE_KINDS, later_copies, placeholder
 from ctxfold.engine.config import EngineConfig
 from ctxfold.engine.cache import EngineCache
 from ctxfold.errors import BudgetError
+from ctxfold.text.entity_repository import critical_messages
 from ctxfold.engine.chunks import CHUNK_SIZE, LEVEL2_SHARE, Chunk, chunk_marker, make_chunks, movable_for_chunks
 from ctxfold.tokens import REPLY_PRIMING, count_messages
 from ctxfold.engine.results import STATE_KINDS, Item
@@ -53,6 +54,8 @@ CURRENT_PRESENT = 1e9
 # A shortened current turn takes at most this share of the room left beside
 # the protected messages, so some history still fits beside it.
 CURRENT_SHARE = 0.75
+# Messages protected for their critical entities take at most this share of the room.
+CRITICAL_SHARE = 0.1
 # The smallest form of a current-turn text (head + tail around the omission marker).
 CURRENT_MIN_TOKENS = 64
 
@@ -116,6 +119,22 @@ def soft_protected(items: Sequence[Item], config: EngineConfig) -> np.ndarray:
     for i, it in enumerate(items):
         soft[i] |= it.kind in ("active_task", "decision")
     return soft
+
+
+def critical_protected(items: Sequence[Item], config: EngineConfig, room: int) -> np.ndarray:
+    """With ``protect_critical_entities``: the latest user message per
+    active critical entity (`critical_messages`), newest
+    first, while their full size stays within CRITICAL_SHARE of the room."""
+    out = np.zeros(len(items), dtype=bool)
+    if not config.protect_critical_entities:
+        return out
+    found = critical_messages([{"role": it.role, "content": it.text} for it in items])
+    spent = 0
+    for i in sorted(found, reverse=True):
+        if spent + items[i].tokens <= CRITICAL_SHARE * room:
+            out[i] = True
+            spent += items[i].tokens
+    return out
 
 
 def choose_strategy(tokens: int, budget: int) -> str:
@@ -228,7 +247,8 @@ def plan_items(
         items, current, text_tokens, room - fixed, budget, fixed, {i: config.summary_ratio for i in traded}
     )
     zone = zones(items, strategy, room)
-    soft = (soft_protected(items, config) | np.array([z == "window" for z in zone])) & ~hard
+    soft = (soft_protected(items, config) | np.array([z == "window" for z in zone])
+            | critical_protected(items, config, room)) & ~hard
     targets: dict[int, int] = {}
     marker = int(tokenizer.count(SUMMARY_MARKER))
     base = message_values(scores)

@@ -3,9 +3,12 @@ typed, cheap to build, and serialisable for reports and the memory store)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 import msgspec
+
+from ctxfold.text.arc import ConversationArc
 
 __all__ = ["Item", "ItemResult", "Repair", "Report", "ContextResult", "Status", "STATE_KINDS", "LAYER_NAMES"]
 
@@ -89,8 +92,9 @@ class CacheReport(msgspec.Struct, kw_only=True):
     """Tokens of the previous context at the start of this one (what a provider's cache can serve)."""
 
 
-class Report(msgspec.Struct, kw_only=True):
-    """How a context was built: the strategy, where the tokens went, timings."""
+class Report(msgspec.Struct, kw_only=True, dict=True):
+    """How a context was built: the strategy, where the tokens went, timings,
+    and the conversation arc (`arc`, built when first read)."""
 
     strategy: str
     budget: int
@@ -109,6 +113,29 @@ class Report(msgspec.Struct, kw_only=True):
     """For a `CacheAwareSession`: whether the previous context was kept as the prefix."""
 
     @property
+    def arc(self) -> ConversationArc | None:
+        """The conversation arc of the input: topics, open questions,
+        decisions, actions and the current focus (`arc.to_text()` is what the
+        ``conversation_arc`` layer shows under
+        `EngineConfig(conversation_arc=True)`). Built on first read, then kept."""
+        found = self.__dict__.get("_arc")
+        if found is None:
+            make = self.__dict__.pop("_arc_source", None)
+            if make is not None:
+                found = self.__dict__["_arc"] = make()
+        return found
+
+    def with_arc(self, arc: ConversationArc | Callable[[], ConversationArc] | None) -> Report:
+        """This report with `arc` (or a function that builds it when first read)."""
+        self.__dict__.pop("_arc", None)
+        self.__dict__.pop("_arc_source", None)
+        if isinstance(arc, ConversationArc):
+            self.__dict__["_arc"] = arc
+        elif arc is not None:
+            self.__dict__["_arc_source"] = arc
+        return self
+
+    @property
     def compression_ratio(self) -> float:
         """Input tokens per output token (1.0 when nothing was removed)."""
         return self.tokens_in / self.tokens_out if self.tokens_out else float("inf")
@@ -116,6 +143,8 @@ class Report(msgspec.Struct, kw_only=True):
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = msgspec.to_builtins(self)
         data["compression_ratio"] = round(self.compression_ratio, 4)
+        arc = self.arc
+        data["arc"] = arc.to_dict() if arc is not None else None
         return data
 
     def to_text(self) -> str:
@@ -133,6 +162,10 @@ class Report(msgspec.Struct, kw_only=True):
         if self.timings_ms:
             lines.append("timings: " + ", ".join(f"{k} {v:.1f} ms" for k, v in self.timings_ms.items()))
         lines += [f"warning: {w}" for w in self.warnings]
+        arc = self.arc.to_text(limit=3) if self.arc is not None else ""
+        if arc:
+            lines.append("conversation arc:")
+            lines += [f"  {line}" for line in arc.splitlines()]
         shown = 5
         lines += [f"repair: {r.where} ({r.id}): {r.problem}; {r.action}" for r in self.repairs[:shown]]
         if len(self.repairs) > shown:

@@ -285,6 +285,8 @@ class CacheAwareSession:
                 report, budget=budget, tokens_in=tokens_in, tokens_out=tokens, counts=counts,
                 timings_ms={**report.timings_ms, **elapsed}, highlights=highlights, cache=cache, repairs=turn.repairs,
             )
+        engine = self.engine
+        report.with_arc(lambda: engine._arc(items))  # the whole conversation's, built when first read
         return ContextResult(messages=copy.deepcopy(messages), tokens=tokens, items=results, report=report,
                              cache_breakpoint=breakpoint_at if breakpoint_at >= 0 else None)
 

@@ -44,6 +44,7 @@ import numpy.typing as npt
 
 from ctxfold._core import Bm25, Tokenizer, cosine_similarity, select_options
 from ctxfold.errors import CtxFoldError, InvalidInputError, InvalidTypeError
+from ctxfold.text.entities import verbatim_entities
 from ctxfold.progress import ProgressBar
 from ctxfold.summarize.protocol import BaseSummarizer, check_targets
 
@@ -232,24 +233,12 @@ def is_source_wording(summary: str, source: str) -> bool:
 
 # ---- entities --------------------------------------------------------------------------
 
-# Capitalised words that open sentences or contractions ("Don't"): not names.
-_NOT_NAMES = frozenset(
-    """The An And But Or So If It Its This That These Those There Here What When Where Which Who Why How
-    Yes No Ok Okay Sure Thanks Thank Please Hi Hello Hey Also However Great Good Well My Your Our Their We
-    You He She They Is Are Was Were Be Can Could Would Should Will Do Does Did Let In On At For To Of
-    With From By About Just Some Any All Not As Additionally Finally Overall Remember Consider Try Make Keep
-    Use Each Every Other Another Many Most More Once Then Now After Before While Since Because Although
-    Even Both Either Neither One First Second Third Next Last Note Example Instead Otherwise Still Yet
-    Don Didn Doesn Isn Aren Wasn Weren Won Couldn Wouldn Shouldn Haven Hasn Hadn""".split()
-)
-# Names (capitalised words, acronyms), numbers and dates: what must survive verbatim.
-_ENTITY = re.compile(r"\b[A-ZÀ-ÖØ-Þ][^\W\d_]*[a-zß-öø-ÿ][^\W\d_]*|\b[A-Z]{2,}\b|\d+(?:[.,:/-]\d+)*")
 SINGLE_MENTION_WEIGHT = 0.3
 
 
 def entities(text: str) -> list[str]:
     """Names, numbers and dates in ``text``, verbatim, with repeats."""
-    return [e for e in _ENTITY.findall(text) if e not in _NOT_NAMES]
+    return verbatim_entities(text)
 
 
 # ---- vectors ---------------------------------------------------------------------------

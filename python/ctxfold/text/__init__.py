@@ -1,14 +1,6 @@
-"""Text analysis without a model: entities (`entities`), relative dates (`temporal`)."""
-
-from __future__ import annotations
-
-from ctxfold._lazy import lazy_attributes
-
-_LAZY = {
-    "resolve_dates": "ctxfold.text.temporal",
-    "annotate_dates": "ctxfold.text.temporal",
-    "strip_date_annotations": "ctxfold.text.temporal",
-    "DateReference": "ctxfold.text.temporal",
-}
-__all__ = list(_LAZY)
-__getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
+"""Text analysis: entities and their typed mentions (`entities`, scanned by
+`entity_patterns`), a conversation's entities (`entity_repository`),
+pronoun and definite references (`crossref`), an optional ONNX NER model
+(`ner`), and the conversation arc (`arc`: topics, open questions,
+decisions, actions), relative dates resolved against a message's time
+(`temporal`)."""
