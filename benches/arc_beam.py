@@ -1,5 +1,5 @@
-"""The conversation arc (and the entity repository, when this ctxfold has
-one) for every BEAM 100K chat: what ``result.report.arc`` holds after
+"""The conversation arc and the entity repository of every BEAM 100K chat:
+what ``result.report.arc`` and ``result.report.entities`` hold after
 ``ContextEngine().optimize(chat, budget=...)``.
 
 Per chat: messages, topics, open questions, decisions, pending and
@@ -21,20 +21,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from eval_context import CHECKS, SHARED  # noqa: E402
-
-
-def entity_repository(messages):  # type: ignore[no-untyped-def]
-    """The chat's `EntityRepository`, or None where this ctxfold has none."""
-    import importlib
-
-    for module in ("ctxfold.text.entity_repository", "ctxfold.text.entities", "ctxfold.entity_repository"):
-        try:
-            repository = getattr(importlib.import_module(module), "EntityRepository", None)
-        except ImportError:
-            continue
-        if repository is not None:
-            return repository.from_messages(messages)
-    return None
 
 
 def main() -> int:
@@ -63,8 +49,8 @@ def main() -> int:
         start = time.perf_counter()
         arc = res.report.arc
         ms = (time.perf_counter() - start) * 1e3
-        repo = entity_repository(msgs)
-        entities = "-" if repo is None else str(len(repo))
+        repo = res.report.entities
+        entities = str(len(repo)) if repo is not None else "-"
         print(f"{chat:>4} {len(msgs):>5} {len(arc.topics):>6} {len(arc.open_questions):>6} {len(arc.decisions):>6} "
               f"{len(arc.pending):>7} {len(arc.completed):>5} {entities:>8} {ms:>7.1f}")
         if str(chat) == args.show:
@@ -74,8 +60,14 @@ def main() -> int:
         print(f"\nchat {chat}: report.arc.to_text()\n")
         print(res.report.arc.to_text(limit=3))
         if repo is not None:
-            top = sorted(repo, key=lambda r: (-repo.importance(r), -r.count))[:8]
-            print("\nentities (most important first): " + ", ".join(f"{r.name} ({r.type}, {r.count})" for r in top))
+            from ctxfold.text.entities import CLAUSE_TYPES
+
+            names = sorted((r for r in repo if r.type not in CLAUSE_TYPES), key=lambda r: (-repo.importance(r), -r.count))
+            print(f"\nreport.entities: {len(repo)} entities, {len(repo.active())} active; the most important names:")
+            print("  " + ", ".join(f"{r.name} ({r.type}, {r.count} mentions)" for r in names[:8]))
+            clauses = [r for r in repo if r.type in CLAUSE_TYPES and repo.is_active(r)]
+            for r in clauses[-3:]:
+                print(f"  active {r.type.replace('_', ' ')}: {r.name}")
     return 0
 
 

@@ -40,8 +40,7 @@ def sklearn_fit(a: np.ndarray, assign: str) -> np.ndarray:
 # scikit-learn's labels, computed before anything is timed: right after a
 # fit, its BLAS threads keep spinning for a while, and a fit between two of
 # our benchmarks made the next one's first rounds compete with them for the
-# 2 cores (n = 2,000: 18-26 ms right after a fit, 12-20 ms half a second
-# later).
+# cores.
 REFERENCE = {case: sklearn_fit(AFFINITY[case[0]], case[1]) for case in CASES}
 
 

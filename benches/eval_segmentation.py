@@ -21,10 +21,10 @@ one kind; S = ``ctxfold.cosine_similarity`` of the vectors):
 
 - ``minilm`` (THE DEFAULT): ``ctxfold.Embedder()``, all-MiniLM-L6-v2 (int8
   ONNX, shipped with ctxfold), unit vectors; the best on every data set and
-  with every method below. Embedding the 48,000 sentences of the three sets
-  takes about 4 minutes on one core; ``--cache DIR`` keeps them as .npy.
+  with every method below. Embedding the sentences of the three sets takes
+  minutes; ``--cache DIR`` keeps them as .npy.
 - ``static``: ``ctxfold.StaticEmbedder()``, the static table distilled from
-  MiniLM (3,000x faster, no ONNX Runtime): the fallback when the model cannot
+  MiniLM (no model run, no ONNX Runtime): the fallback when the model cannot
   run; it also meets both targets.
 - ``tfidf``: ``TfidfVectorizer(sublinear_tf=True)`` fitted on each document
   alone (the external check's choice for Choi); ``tfidf-corpus`` fits the IDF
@@ -46,61 +46,8 @@ utterance after a question takes 0.3 of the question's vector), ``speaker``
 (both). None is kept:
 docs/benchmarks.md has the figures.
 
-Results (this script, release build, ``--vectors all``; Pk / WindowDiff):
-
-============  ===========  ===============  ===============  ===============
-vectors       method       Choi 3-11        DialSeg711       TIAGE
-============  ===========  ===============  ===============  ===============
-tfidf         segment      0.117 / 0.124    0.327 / 0.335    0.407 / 0.440
-tfidf         spectral     0.437 / 0.796    0.528 / 0.804    0.478 / 0.722
-tfidf         texttiling   0.259 / 0.306    0.348 / 0.371    0.406 / 0.444
-tfidf-corpus  segment      0.105 / 0.111    0.298 / 0.306    0.387 / 0.416
-tfidf-corpus  spectral     0.375 / 0.673    0.504 / 0.746    0.469 / 0.675
-tfidf-corpus  texttiling   0.250 / 0.303    0.328 / 0.351    0.404 / 0.444
-static        segment      0.093 / 0.107    0.292 / 0.302    0.349 / 0.380
-static        spectral     0.423 / 0.767    0.511 / 0.771    0.462 / 0.665
-static        texttiling   0.175 / 0.210    0.308 / 0.325    0.366 / 0.402
-minilm        segment      0.047 / 0.054    0.238 / 0.248    0.323 / 0.350
-minilm        spectral     0.245 / 0.429    0.446 / 0.638    0.406 / 0.548
-minilm        texttiling   0.098 / 0.135    0.250 / 0.266    0.337 / 0.374
-tfidf+static  segment      0.077 / 0.087    0.284 / 0.293    0.362 / 0.392
-tfidf+static  spectral     0.371 / 0.676    0.503 / 0.760    0.466 / 0.676
-tfidf+static  texttiling   0.181 / 0.220    0.311 / 0.330    0.380 / 0.416
-tfidf+minilm  segment      0.044 / 0.051    0.243 / 0.253    0.331 / 0.360
-tfidf+minilm  spectral     0.237 / 0.422    0.449 / 0.649    0.420 / 0.577
-tfidf+minilm  texttiling   0.113 / 0.154    0.261 / 0.279    0.353 / 0.390
-============  ===========  ===============  ===============  ===============
-
-Why ``minilm`` is the default: it is the best single choice on all three sets
-(DialSeg711 0.238 against the 0.30 target; Choi 0.047 against 0.12); fusing
-TF-IDF in helps Choi a little (0.044) and costs DialSeg711 and TIAGE more, so
-no fusion. Nothing was tuned: the objective and its constants are those
-chosen earlier with TF-IDF (table below), the vectors were picked among the
-listed kinds. Halves (``--part first`` / ``--part second``, segment, Pk):
-minilm Choi 0.045 / 0.049, DialSeg711 0.231 / 0.245, TIAGE 0.311 / 0.335;
-static 0.095 / 0.091, 0.288 / 0.296, 0.331 / 0.367 -- the same order in both.
-
-How the objective was chosen (Python prototypes of the same exact DP, TF-IDF
-fitted per document, gold K; Pk on subsets: Choi 3-11's first 100 texts and
-DialSeg711's every 3rd dialogue, except the last row, which is this script's
-full run; lower is better):
-
-======================================================  ======  =========
-objective                                                Choi    DialSeg
-======================================================  ======  =========
-raw cosine, sum / L (k-means)                            0.194   0.344
-raw cosine, sum / L^r, r in 0.6..2                       >0.19   >0.34
-raw, centred (mean + c*std), r = 0.5                     0.145   0.310
-C99 rank transform (11x11), r = 1 / centred              0.244   0.388
-C99 itself (rank + divisive, gold K)                     0.262   0.396
-exact DP of C99's density (Dinkelbach)                   0.210   0.381
-profile / spectral-embedding similarity                  >0.12   >0.33
-row z-score, centred, r = 0                              0.127   0.329
-row z-score clipped at 0, minus 0.5, r = 0.3 (chosen)    0.117   0.327
-  + length prior (Gaussian / log), box smoothing, local   no gain
-  z, double z, hard-EM likelihood ratios, top-eigen
-  deflation, kernel centring, degree normalisation
-======================================================  ======  =========
+Results, the choice of vectors and how the objective was chosen: docs/benchmarks.md
+(topic segmentation).
 """
 
 from __future__ import annotations

@@ -583,3 +583,19 @@ def test_entity_layer_weights_an_entity_by_its_rarity() -> None:
     assert scores[6] == scores.max() and scores[6] > 2 * scores[4]
     assert scores[4] > scores[5] == 0.0
     assert not entity_layer(texts[:1], "Kate").any()  # one message: nothing to tell apart
+
+
+def test_a_separate_question_about_the_past_does_not_protect_the_latest_turns() -> None:
+    """`protect_last` keeps the latest turns for the current task; a separate
+    query about the past is answered wherever its evidence is, so the room
+    they took goes to the evidence."""
+    msgs = [{"role": "user", "content": "My sister Ana moved to Lisbon in March, she loves the tiles there."}]
+    for i in range(30):
+        msgs.append({"role": "assistant" if i % 2 else "user", "content": f"Talk {i} about cooking pasta and sauces today."})
+    engine = ContextEngine(encoding="cl100k_base", config=EngineConfig(protect_last=4))
+    tight = ctxfold.count_messages(msgs[-5:], encoding="cl100k_base") + 4
+    past = engine.optimize(msgs, query="Where did Ana move to?", budget=tight)
+    assert past.items[0].status == "kept"
+    assert any(it.status == "dropped" for it in past.items[-4:-1])
+    current = engine.optimize(msgs, budget=tight)  # no separate query: the latest turns are the current task
+    assert all(it.status == "kept" for it in current.items[-4:])

@@ -79,3 +79,16 @@ def test_promises_hold_with_critical_protection(msgs, strategy, budget) -> None:
         check_budget_error(msgs, budget)
         return
     check_output(msgs, res, budget)
+
+
+def test_the_report_carries_the_conversations_entities() -> None:
+    msgs = [
+        {"role": "user", "content": "I moved to Berlin last year and I work at Acme Inc."},
+        {"role": "assistant", "content": "Berlin is a good base for Acme Inc."},
+        {"role": "user", "content": "Where do I work?"},
+    ]
+    report = ContextEngine(encoding="cl100k_base").optimize(msgs, budget=200).report
+    entities = report.entities
+    assert entities is not None and report.entities is entities  # built once, on first read
+    assert entities.get("Berlin") is not None and entities.get("Berlin").count == 2
+    assert entities.get("Acme Inc").type == "organisation"

@@ -278,8 +278,8 @@ class Embedder:
 
 # The cost of one inference run, in units of one token through the model:
 # a fixed overhead per run, and per padded slot 1 + L/ATTENTION_LENGTH (self-
-# attention grows with the padded length L). Measured on all-MiniLM-L6-v2 on
-# 2 cores: ~15 ms per run, and a token costs ~1.6x more at L=256 than at L=16.
+# attention grows with the padded length L); both constants fitted to
+# all-MiniLM-L6-v2's timings (benches/bench_embed.py).
 RUN_COST = 32.0
 ATTENTION_LENGTH = 384.0
 

@@ -25,9 +25,10 @@ from ctxfold.engine.plan import (
     KEEP, Plan, choose_strategy, current_turn, hard_protected, plan_items, soft_protected, tool_groups,
 )
 from ctxfold.engine.render import render
-from ctxfold.engine.scoring import score_items
+from ctxfold.engine.scoring import recency_applies, score_items
 from ctxfold.summarize.protocol import BaseSummarizer, Summarizer
 from ctxfold.text.arc import ConversationArc, MessageFacts, arc_of, message_facts
+from ctxfold.text.entity_repository import EntityRepository
 from ctxfold.tokens import REPLY_PRIMING, get_tokenizer
 from ctxfold.engine.results import ContextResult, Item, ItemResult, Report
 
@@ -173,6 +174,9 @@ class ContextEngine:
             plan = plan_items(
                 compacted, scores, budget, self.config, self.tokenizer, "optimal" if strategy == "full" else strategy,
                 self.cache, question_is_current,
+                # A separate query about the past is answered wherever its evidence is: the
+                # latest turns then get no protection beyond the current one's.
+                protect_recent=question_is_current or recency_applies(query),
             )
             strategy = plan.strategy
             items = compacted
@@ -188,7 +192,9 @@ class ContextEngine:
             timings_ms=timings, warnings=self._warnings(items, sizes, plan, results), optimality_gap=plan.gap,
             highlights=_highlights(plan, results),
             layers=allocation, repairs=repairs,
-        ).with_arc(arc)
+        ).with_arc(arc).with_entities(lambda: EntityRepository.from_messages(
+            {"role": it.role, "content": it.text} for it in parsed
+        ))
         return ContextResult(messages=out, tokens=tokens, items=results, report=report)
 
     def session(self, *, pricing: Any = None, reserve: float = 0.25, recall_top: int = 8) -> Any:

@@ -109,10 +109,14 @@ def hard_protected(it: Item) -> bool:
     return it.pinned or it.role in ("system", "developer")
 
 
-def soft_protected(items: Sequence[Item], config: EngineConfig) -> np.ndarray:
+def soft_protected(items: Sequence[Item], config: EngineConfig, recent: bool = True) -> np.ndarray:
+    """Messages kept present (verbatim when they fit, shortened otherwise):
+    the last user message, agent-state kinds, and with `recent` the last
+    `config.protect_last` messages."""
     n = len(items)
     soft = np.zeros(n, dtype=bool)
-    soft[max(0, n - config.protect_last):] = True
+    if recent:
+        soft[max(0, n - config.protect_last):] = True
     last_user = max((i for i, it in enumerate(items) if it.role == "user"), default=None)
     if last_user is not None:
         soft[last_user] = True
@@ -216,11 +220,14 @@ def plan_items(
     strategy: str = "optimal",
     cache: EngineCache | None = None,
     question_is_current: bool = True,
+    protect_recent: bool = True,
 ) -> Plan:
     """One choice per message; `question_is_current` says that the last user
     message is what the next answer is for (no other query was given), so
     its verbatim form outranks any history; otherwise it is still always
-    present, but its form is traded against the history by value."""
+    present, but its form is traded against the history by value.
+    `protect_recent`: whether the last `config.protect_last` messages are
+    soft-protected."""
     n = len(items)
     room = budget - REPLY_PRIMING
     hard = np.array([hard_protected(it) for it in items], dtype=bool)
@@ -247,7 +254,7 @@ def plan_items(
         items, current, text_tokens, room - fixed, budget, fixed, {i: config.summary_ratio for i in traded}
     )
     zone = zones(items, strategy, room)
-    soft = (soft_protected(items, config) | np.array([z == "window" for z in zone])
+    soft = (soft_protected(items, config, protect_recent) | np.array([z == "window" for z in zone])
             | critical_protected(items, config, room)) & ~hard
     targets: dict[int, int] = {}
     marker = int(tokenizer.count(SUMMARY_MARKER))

@@ -9,6 +9,7 @@ from typing import Any, Literal
 import msgspec
 
 from ctxfold.text.arc import ConversationArc
+from ctxfold.text.entity_repository import EntityRepository
 
 __all__ = ["Item", "ItemResult", "Repair", "Report", "ContextResult", "Status", "STATE_KINDS", "LAYER_NAMES"]
 
@@ -94,7 +95,8 @@ class CacheReport(msgspec.Struct, kw_only=True):
 
 class Report(msgspec.Struct, kw_only=True, dict=True):
     """How a context was built: the strategy, where the tokens went, timings,
-    and the conversation arc (`arc`, built when first read)."""
+    the conversation arc (`arc`) and the entities (`entities`), both built
+    when first read."""
 
     strategy: str
     budget: int
@@ -118,21 +120,40 @@ class Report(msgspec.Struct, kw_only=True, dict=True):
         decisions, actions and the current focus (`arc.to_text()` is what the
         ``conversation_arc`` layer shows under
         `EngineConfig(conversation_arc=True)`). Built on first read, then kept."""
-        found = self.__dict__.get("_arc")
-        if found is None:
-            make = self.__dict__.pop("_arc_source", None)
-            if make is not None:
-                found = self.__dict__["_arc"] = make()
+        found: ConversationArc | None = self._built("arc")
+        return found
+
+    @property
+    def entities(self) -> EntityRepository | None:
+        """The entities of the input (an `EntityRepository`: types, mentions,
+        aliases, first and last turn, what is active). Built on first read,
+        then kept."""
+        found: EntityRepository | None = self._built("entities")
         return found
 
     def with_arc(self, arc: ConversationArc | Callable[[], ConversationArc] | None) -> Report:
         """This report with `arc` (or a function that builds it when first read)."""
-        self.__dict__.pop("_arc", None)
-        self.__dict__.pop("_arc_source", None)
-        if isinstance(arc, ConversationArc):
-            self.__dict__["_arc"] = arc
-        elif arc is not None:
-            self.__dict__["_arc_source"] = arc
+        return self._with("arc", arc, ConversationArc)
+
+    def with_entities(self, entities: EntityRepository | Callable[[], EntityRepository] | None) -> Report:
+        """This report with `entities` (or a function that builds them when first read)."""
+        return self._with("entities", entities, EntityRepository)
+
+    def _built(self, name: str) -> Any:
+        found = self.__dict__.get(f"_{name}")
+        if found is None:
+            make = self.__dict__.pop(f"_{name}_source", None)
+            if make is not None:
+                found = self.__dict__[f"_{name}"] = make()
+        return found
+
+    def _with(self, name: str, value: Any, kind: type) -> Report:
+        self.__dict__.pop(f"_{name}", None)
+        self.__dict__.pop(f"_{name}_source", None)
+        if isinstance(value, kind):
+            self.__dict__[f"_{name}"] = value
+        elif value is not None:
+            self.__dict__[f"_{name}_source"] = value
         return self
 
     @property

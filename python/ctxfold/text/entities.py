@@ -168,11 +168,12 @@ _OPENERS = frozenset(
 # Chat spellings that are capitalised but name nothing ("Im fine", "Lol").
 _NOT_NAMES = frozenset("im ive id ill dont cant wont thats whats lol omg haha oh ah ok okay yeah yep nope".split())
 _TITLES = frozenset("mr mrs ms miss dr prof professor".split())
-# A name right after one of these words (or a title) is a person.
+# A name right after one of these words (or a title) is a person; not "with",
+# "called" or "named", which as often come before a tool or a product.
 _PERSON_WORDS_BEFORE = frozenset(
     """friend sister brother wife husband mom mum mother dad father son daughter boss manager colleague coworker
     co-worker partner girlfriend boyfriend cousin aunt uncle grandma grandpa neighbor neighbour teacher doctor
-    roommate fiance fiancé fiancée named called with met told asked thanks thank hi hey hello dear mr mrs ms miss
+    roommate fiance fiancé fiancée met told asked thanks thank hi hey hello dear mr mrs ms miss
     dr prof professor""".split()
 )
 _PERSON_AFTER = re.compile(r"(?:'s|’s)?[ \t]+(?:said|says|told|tells|asked|asks|thinks|thought|wants|wanted|is my|was my|"
