@@ -29,8 +29,25 @@ halves is the run-to-run spread to hold a difference against. MiniLM vectors
 are kept on disk by text under ``--cache-dir`` (a SQLite file), so only the
 first run embeds; ``--json`` writes every figure for comparing runs.
 
+``ctxfold-nodates`` is the engine with ``EngineConfig(annotate_dates=False)``.
+Annotated messages are compared with their annotations taken out
+(`strip_date_annotations`): an evidence message with a date written after
+"yesterday" is still there word for word.
+
+``--temporal`` asks only the questions about time: LongMemEval-S dev's
+temporal-reasoning questions (each message stamped with its session's date)
+and REALTALK's category 2, and adds ``found``: whether the gold answer is in
+the context. A date in the answer counts when the context names that day in
+any common form (2023-05-07, 7 May 2023, May 7th, 05/07/2023, 7.5.2023; a
+year-less mention matches any year); a month ("September 2023") when the
+context names a day of it or the month and year; any other answer when all
+of its content words are in the context; answers that are only a small
+number (a count of days) cannot be checked this way and are left out. Entity
+recall (`entity_recall`) of the evidence messages in the context is printed
+beside it.
+
     python benches/eval_context.py [--sets lme,oracle,beam,realtalk] [--methods ctxfold,bm25,...]
-                                   [--limit N] [--budgets eighth,fixed] [--json out.json] [--arc]
+                                   [--limit N] [--budgets eighth,fixed] [--json out.json] [--arc] [--temporal]
 
 ``--arc`` runs ctxfold with the conversation arc in the prompt
 (``EngineConfig(conversation_arc=True)``).
@@ -53,13 +70,15 @@ from typing import Any
 import numpy as np
 
 import ctxfold
+from ctxfold.text.entities import entity_recall
+from ctxfold.text.temporal import strip_date_annotations
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("CTXFOLD_SHARED_DATA", REPO.parent / "shared" / "data")).parent
 CHECKS = SHARED / "checks"
 FIXED = {"lme": 2000, "oracle": 2000, "beam": 4000, "realtalk": 1000}
 NAMES = {"lme": "LongMemEval-S dev", "oracle": "LongMemEval oracle", "beam": "BEAM 100K", "realtalk": "REALTALK"}
-METHODS = ("ctxfold", "recency", "bm25", "static", "minilm", "bm25+minilm", "bm25+static", "trim_messages")
+METHODS = ("ctxfold", "ctxfold-nodates", "recency", "bm25", "static", "minilm", "bm25+minilm", "bm25+static", "trim_messages")
 RRF_K = 60.0
 # Below this a budget cannot hold a question's current turn; such pairs are left out for every method.
 MIN_BUDGET = 200
@@ -76,32 +95,122 @@ def words(text: str) -> set[str]:
 
 
 class Question:
-    __slots__ = ("unit", "category", "text", "evidence")
+    __slots__ = ("unit", "category", "text", "evidence", "answer")
 
-    def __init__(self, unit: str, category: str, text: str, evidence: list[str]) -> None:
-        self.unit, self.category, self.text, self.evidence = unit, category, text, evidence
+    def __init__(self, unit: str, category: str, text: str, evidence: list[str], answer: str = "") -> None:
+        self.unit, self.category, self.text, self.evidence, self.answer = unit, category, text, evidence, answer
 
 
-def load_set(name: str, limit: int | None) -> Iterator[tuple[str, list[dict[str, Any]], list[Question]]]:
-    """(unit, messages, questions) per chat or history, as the shared checks load them."""
+def load_set(name: str, limit: int | None, temporal: bool = False) -> Iterator[tuple[str, list[dict[str, Any]], list[Question]]]:
+    """(unit, messages, questions) per chat or history, as the shared checks load them; `temporal`: only
+    the questions about time, with their answers, and LongMemEval messages stamped with their session date."""
     sys.path.insert(0, str(CHECKS))
     import common  # type: ignore[import-not-found]  (../shared/checks/common.py)
 
     if name in ("lme", "oracle"):
         source = common.lme_histories("longmemeval_s" if name == "lme" else "longmemeval_oracle")
-        for k, (d, msgs, ids) in enumerate(source):
+        k = 0
+        for d, msgs, ids in source:
             if limit is not None and k >= limit:
                 return
+            if temporal and d["question_type"] != "temporal-reasoning":
+                continue
+            k += 1
             clean = [{key: v for key, v in m.items() if key != "date"} for m in msgs]
-            yield d["question_id"], clean, [Question(d["question_id"], d["question_type"], d["question"], ids)]
+            if temporal:
+                for m, raw in zip(clean, msgs):
+                    m["timestamp"] = lme_time(raw["date"])
+            yield d["question_id"], clean, [Question(d["question_id"], d["question_type"], d["question"], ids,
+                                                     str(d.get("answer", "")))]
         return
     chats = common.beam_chats() if name == "beam" else common.realtalk_chats()
     for k, (chat, msgs, qas) in enumerate(chats):
         if limit is not None and k >= limit:
             return
         label = "{}" if name == "beam" else "category {}"
-        yield str(chat), msgs, [Question(str(chat), label.format(q["category"]), q["question"], list(q["evidence"]))
-                                for q in qas]
+        if temporal:
+            qas = [q for q in qas if q["category"] == 2]
+        yield str(chat), msgs, [Question(str(chat), label.format(q["category"]), q["question"], list(q["evidence"]),
+                                         str(q.get("answer", ""))) for q in qas]
+
+
+def lme_time(date: str) -> str:
+    """A LongMemEval session date ("2023/05/20 (Sat) 02:21") as ISO 8601."""
+    day, _, clock = date.partition(") ")
+    return f"{day.split(' ')[0].replace('/', '-')}T{clock or '00:00'}:00"
+
+
+# -- date-aware answer match ------------------------------------------------------------
+
+_MONTH_NAMES = {name: k + 1 for k, name in enumerate(
+    "january february march april may june july august september october november december".split())}
+_MONTH_NAMES.update({name[:3]: k for name, k in list(_MONTH_NAMES.items())})
+_MONTH_NAMES["sept"] = 9
+_MONTH = r"(?P<{}>" + "|".join(sorted(_MONTH_NAMES, key=len, reverse=True)) + r")\.?"
+_DATE_FORMS = re.compile(
+    "|".join([
+        r"\b(?P<iy>\d{4})-(?P<im>\d{1,2})-(?P<id>\d{1,2})\b",
+        r"\b(?P<dd>\d{1,2})\.(?P<dm>\d{1,2})\.(?P<dy>\d{2,4})\b",
+        r"\b(?P<sa>\d{1,2})/(?P<sb>\d{1,2})/(?P<sy>\d{2,4})\b",
+        r"\b" + _MONTH.format("mn") + r"\s+(?P<md>\d{1,2})(?:st|nd|rd|th)?\b(?!\s*:)(?:,?\s+(?P<my>\d{4})\b)?",
+        r"\b(?P<nd>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH.format("nm") + r"\b(?:,?\s+(?P<ny>\d{4})\b)?",
+        r"\b" + _MONTH.format("ym") + r",?\s+(?P<yy>\d{4})\b",
+    ]),
+    re.IGNORECASE,
+)
+
+
+def _year(text: str | None) -> int | None:
+    if not text:
+        return None
+    year = int(text)
+    return year + 2000 if year < 100 else year
+
+
+def dates_in(text: str) -> tuple[set[tuple[int | None, int, int]], set[tuple[int, int]]]:
+    """The days (year or None, month, day) and the months (year, month) `text` names, in any common form;
+    a slashed date is read both ways (05/07/2023: May 7 and 5 July)."""
+    days: set[tuple[int | None, int, int]] = set()
+    months: set[tuple[int, int]] = set()
+    for m in _DATE_FORMS.finditer(text):
+        g = m.groupdict()
+        found: list[tuple[int | None, int, int]] = []
+        if g["iy"]:
+            found.append((int(g["iy"]), int(g["im"]), int(g["id"])))
+        elif g["dd"]:
+            found.append((_year(g["dy"]), int(g["dm"]), int(g["dd"])))
+        elif g["sa"]:
+            found += [(_year(g["sy"]), int(g["sa"]), int(g["sb"])), (_year(g["sy"]), int(g["sb"]), int(g["sa"]))]
+        elif g["mn"]:
+            found.append((_year(g["my"]), _MONTH_NAMES[g["mn"].lower()], int(g["md"])))
+        elif g["nm"]:
+            found.append((_year(g["ny"]), _MONTH_NAMES[g["nm"].lower()], int(g["nd"])))
+        else:
+            months.add((int(g["yy"]), _MONTH_NAMES[g["ym"].lower()]))
+        for year, month, day in found:
+            if 1 <= month <= 12 and 1 <= day <= 31:
+                days.add((year, month, day))
+                if year is not None:
+                    months.add((year, month))
+    return days, months
+
+
+def answer_found(answer: str, context: str) -> tuple[str, bool] | None:
+    """(kind of answer, whether the context holds it): ``date`` (every day the answer names is named in the
+    context; a year-less mention on either side matches any year), ``month``, or ``text`` (every content
+    word); None for an answer that is only a small number, which no context check can confirm."""
+    days, months = dates_in(answer)
+    if days or months:
+        have_days, have_months = dates_in(context)
+        loose = {(m, d) for y, m, d in have_days if y is None}
+        ok = all((y, m, d) in have_days or (m, d) in loose or (y is None and any((m, d) == (hm, hd) for _, hm, hd in have_days))
+                 for y, m, d in days)
+        ok = ok and all(ym in have_months for ym in months)
+        return ("date" if days else "month"), ok
+    wanted = words(answer)
+    if not wanted or all(w.isdigit() and len(w) <= 3 for w in wanted):
+        return None
+    return "text", wanted <= words(context)
 
 
 class SqliteVectors:
@@ -148,7 +257,7 @@ def fit_in_order(order: Sequence[int], costs: Sequence[int], budget: int) -> lis
 
 class Baselines:
     def __init__(self, methods: Sequence[str], tokenizer: Any, cache_dir: Path) -> None:
-        self.methods = [m for m in methods if m != "ctxfold"]
+        self.methods = list(methods)
         self.tokenizer = tokenizer
         self.static = ctxfold.StaticEmbedder() if {"static", "bm25+static"} & set(self.methods) else None
         self.minilm = None
@@ -225,9 +334,9 @@ def context_text(messages: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(m["content"] if isinstance(m.get("content"), str) else str(m.get("content")) for m in messages)
 
 
-def evaluate_set(name: str, args: argparse.Namespace, engine: Any, baselines: Baselines) -> dict[str, Any]:
+def evaluate_set(name: str, args: argparse.Namespace, engines: dict[str, Any], baselines: Baselines) -> dict[str, Any]:
     """Every question of the set at both budgets: one record per (question, budget, method)."""
-    units = list(load_set(name, args.limit))
+    units = list(load_set(name, args.limit, args.temporal))
     half = (len(units) + 1) // 2
     records: list[dict[str, Any]] = []
     times: list[float] = []
@@ -245,24 +354,32 @@ def evaluate_set(name: str, args: argparse.Namespace, engine: Any, baselines: Ba
                     # 1/8 of a short oracle history: below what the current turn alone needs.
                     too_small += 1
                     continue
-                if "ctxfold" in args.methods:
+                for method, engine in engines.items():
                     t0 = time.perf_counter()
                     try:
                         res = engine.optimize(msgs, query=q.text, budget=budget)
                     except ctxfold.BudgetError:
                         failed += 1  # counted as keeping nothing
-                        kept["ctxfold"] = []
+                        kept[method] = []
                     else:
                         times.append(time.perf_counter() - t0)
                         over += res.tokens > budget
-                        kept["ctxfold"] = res.messages
+                        kept[method] = res.messages
                 if state is not None:
                     for method, idx in baselines.run(msgs, state, q.text, budget).items():
                         kept[method] = [msgs[i] for i in idx]
                 for method, messages in kept.items():
-                    v, c = measure(context_text(messages), by_id, q.evidence, True)
-                    records.append({"budget": label, "method": method, "category": q.category,
-                                    "half": 1 if k < half else 2, "verbatim": v, "coverage": c})
+                    context = context_text(messages)
+                    plain = strip_date_annotations(context)
+                    v, c = measure(plain, by_id, q.evidence, True)
+                    record = {"budget": label, "method": method, "category": q.category,
+                              "half": 1 if k < half else 2, "verbatim": v, "coverage": c}
+                    if args.temporal:
+                        found = answer_found(q.answer, context)
+                        record["answer"] = found[0] if found else None
+                        record["found"] = float(found[1]) if found else None
+                        record["entity_recall"] = entity_recall([by_id[i] for i in q.evidence], plain)
+                    records.append(record)
         if args.progress:
             print(f"  {name} [{k + 1}/{len(units)}] {unit}: {len(msgs)} messages, {len(questions)} questions",
                   file=sys.stderr, flush=True)
@@ -270,6 +387,29 @@ def evaluate_set(name: str, args: argparse.Namespace, engine: Any, baselines: Ba
             "questions": sum(len(q) for _, _, q in units),
             "median_ms": 1e3 * statistics.median(times) if times else None, "over_budget": over,
             "too_small": too_small, "failed": failed}
+
+
+def print_found(records: Sequence[dict[str, Any]], present: Sequence[str]) -> None:
+    """The share of questions whose answer is in the context, by the kind of answer."""
+    print("\nfound (answer in the context)")
+    print(f"{'budget':>6} {'answers':<28}" + "".join(f"{m:>16}" for m in present))
+    for budget in dict.fromkeys(r["budget"] for r in records):
+        rows = [r for r in records if r["budget"] == budget and r.get("answer")]
+        for label, kinds in (("date", {"date"}), ("month", {"month"}), ("text", {"text"}),
+                             ("all checkable", {"date", "month", "text"})):
+            cells, count = [], 0
+            for m in present:
+                vals = [r["found"] for r in rows if r["method"] == m and r["answer"] in kinds]
+                count = len(vals) or count
+                cells.append(f"{statistics.mean(vals):>16.3f}" if vals else f"{'-':>16}")
+            print(f"{budget:>6} {f'{label} ({count})':<28}" + "".join(cells))
+    print("\nentity recall (the evidence messages' entities found in the context, annotations taken out)")
+    for budget in dict.fromkeys(r["budget"] for r in records):
+        cells = [statistics.mean(r["entity_recall"] for r in records if r["budget"] == budget and r["method"] == m)
+                 for m in present]
+        print(f"{budget:>6} {'all':<28}" + "".join(f"{c:>16.3f}" for c in cells))
+    unchecked = sum(1 for r in records if r.get("answer") is None and r["method"] == present[0])
+    print(f"(answers that are only a small number, not checkable: {unchecked} question-budget pairs)")
 
 
 def print_tables(name: str, result: dict[str, Any], methods: Sequence[str]) -> None:
@@ -300,6 +440,8 @@ def print_tables(name: str, result: dict[str, Any], methods: Sequence[str]) -> N
                     count = len(vals) or count
                     cells.append(f"{statistics.mean(vals):>14.3f}" if vals else f"{'-':>14}")
                 print(f"{budget:>6} {f'{label} ({count})':<28}" + "".join(cells))
+    if any("found" in r for r in records):
+        print_found(records, present)
 
 
 def main() -> int:
@@ -311,6 +453,8 @@ def main() -> int:
     parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "ctxfold-eval")
     parser.add_argument("--json", type=Path, default=None, help="write every record here")
     parser.add_argument("--progress", action="store_true")
+    parser.add_argument("--temporal", action="store_true",
+                        help="only the questions about time (lme, realtalk), with the answer found in the context")
     parser.add_argument("--config", default="", help="EngineConfig fields for the engine, ';'-separated JSON values: protect_last=1;summary_ratio=0.2")
     parser.add_argument("--arc", action="store_true", help="ctxfold with EngineConfig(conversation_arc=True)")
     args = parser.parse_args()
@@ -326,15 +470,21 @@ def main() -> int:
     if not (CHECKS / "common.py").is_file() or not (SHARED / "data" / "conversations").is_dir():
         print(f"skipped: evaluation data or its loaders not found under {SHARED} (set CTXFOLD_SHARED_DATA)")
         return 0
+    if args.temporal and set(sets) - {"lme", "realtalk"}:
+        parser.error("--temporal: only lme and realtalk have questions about time")
     overrides = {k: json.loads(v) for k, v in (pair.split("=", 1) for pair in args.config.split(";") if pair)}
     if args.arc:
         overrides["conversation_arc"] = True
-    engine = ctxfold.ContextEngine(encoding="cl100k_base", config=ctxfold.EngineConfig(**overrides))
-    baselines = Baselines(args.methods, engine.tokenizer, args.cache_dir)
+    engines = {m: ctxfold.ContextEngine(encoding="cl100k_base",
+                                        config=ctxfold.EngineConfig(**{**overrides, "annotate_dates": False}
+                                                                    if m == "ctxfold-nodates" else overrides))
+               for m in args.methods if m in ("ctxfold", "ctxfold-nodates")}
+    baselines = Baselines([m for m in args.methods if m not in engines], ctxfold.get_tokenizer(encoding="cl100k_base"),
+                          args.cache_dir)
     out: dict[str, Any] = {}
     for name in sets:
         start = time.perf_counter()
-        out[name] = evaluate_set(name, args, engine, baselines)
+        out[name] = evaluate_set(name, args, engines, baselines)
         print_tables(name, out[name], args.methods)
         print(f"({time.perf_counter() - start:.0f} s)", flush=True)
     if args.json is not None:

@@ -80,6 +80,11 @@ _LAZY = {
     "to_anthropic": "ctxfold.adapters",
     "recall_tool": "ctxfold.engine",
     "RecallTool": "ctxfold.engine",
+    # text: relative dates
+    "resolve_dates": "ctxfold.text.temporal",
+    "annotate_dates": "ctxfold.text.temporal",
+    "strip_date_annotations": "ctxfold.text.temporal",
+    "DateReference": "ctxfold.text.temporal",
     # [memory] memory persistence
     "MemoryStore": "ctxfold.memory",
     "SqliteStore": "ctxfold.memory",
@@ -152,3 +157,4 @@ if TYPE_CHECKING:
     from ctxfold.summarize.seq2seq import OnnxSeq2SeqSummarizer as OnnxSeq2SeqSummarizer
     from ctxfold.engine.results import ContextResult as ContextResult, ItemResult as ItemResult, Report as Report
     from ctxfold.text.arc import ConversationArc as ConversationArc, build_arc as build_arc
+    from ctxfold.text.temporal import DateReference as DateReference, annotate_dates as annotate_dates, resolve_dates as resolve_dates, strip_date_annotations as strip_date_annotations

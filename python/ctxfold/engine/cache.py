@@ -256,6 +256,10 @@ def _terms_bytes(key: str, value: tuple[dict[str, int], int]) -> int:
             + _INT * (len(counts) + 1) + ENTRY_OVERHEAD)
 
 
+def _annotation_bytes(key: tuple[str, Any], value: str) -> int:
+    return _getsizeof(key) + _getsizeof(key[0]) + _getsizeof(key[1]) + _getsizeof(value) + ENTRY_OVERHEAD
+
+
 def _structure_bytes(key: tuple[str, str | None, str], value: float) -> int:
     return _getsizeof(key) + _getsizeof(key[2]) + _INT + ENTRY_OVERHEAD
 
@@ -317,6 +321,8 @@ class EngineCache:
         """BM25 term frequencies and length of each text."""
         self.structure: Lru[tuple[str, str | None, str], float] = Lru(sizeof=_structure_bytes, pool=pool)
         """Structure-layer score by (role, kind, text): independent of the query."""
+        self.annotations: Lru[tuple[str, Any], str] = Lru(sizeof=_annotation_bytes, pool=pool)
+        """Date-annotated text by (text, the anchor's date); "" for a text with nothing to annotate."""
         self.arc_facts: Lru[str, Any] = Lru(sizeof=_arc_facts_bytes, pool=pool)
         """What the conversation arc reads from each text (`ctxfold.arc.MessageFacts`)."""
         self.store = store

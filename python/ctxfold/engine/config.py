@@ -65,6 +65,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     context_window: int = 128_000
     compact_threshold: float = 0.8
     """`should_compact` is true above this share of `context_window`."""
+    annotate_dates: bool = True
+    """Relative dates ("yesterday", "last week") in timestamped user and
+    assistant messages get their absolute dates written after them
+    (``yesterday [2023-05-07]``), so what is kept still says when; the
+    annotated text is what the plan counts. `restore` returns the original."""
     conversation_arc: bool = False
     """Put the conversation arc (`report.arc.to_text()`: current focus, open
     questions, pending actions, decisions, earlier topics) in the prompt as

@@ -17,7 +17,7 @@ from ctxfold._core import Tokenizer
 from ctxfold.engine.archive import DEFAULT_ARCHIVE_BYTES, Archive, answer_recall
 from ctxfold.engine.compaction import Edit, apply_edits, structural_pass
 from ctxfold.engine.config import EngineConfig
-from ctxfold.engine.messages import parse_messages, parse_with_repairs
+from ctxfold.engine.messages import parse_messages, parse_with_repairs, with_date_annotations
 from ctxfold.engine.cache import DEFAULT_CACHE_BYTES, CachingEmbedder, EngineCache, check_bytes
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 from ctxfold.engine.layers import layer_messages
@@ -148,21 +148,25 @@ class ContextEngine:
         allocation: dict[str, int] = {}
         if layers:
             items, allocation = self._with_layers(messages, system, items, layers, budget)
+        # The caller's sizes, for the report; the plan prices the annotated texts.
+        sizes = [it.tokens for it in items]
+        if self.config.annotate_dates:
+            items = with_date_annotations(items, self.tokenizer, self.cache)
         last_user = next((it.text for it in reversed(items) if it.role == "user"), None)
         query = self._query(items, query)
         question_is_current = last_user is None or query == last_user
         lap("parse")
-        tokens_in = sum(it.tokens for it in items) + 3
+        tokens_in = sum(sizes) + 3
+        needed = sum(it.tokens for it in items) + 3
         scores, layers = score_items(
             items, query, self.config.weights, self.config.half_life_turns, self.embedder, self.cache
         )
         lap("score")
         strategy: str = self.config.strategy
-        if strategy == "auto" or tokens_in <= budget:
-            strategy = choose_strategy(tokens_in, budget)
+        if strategy == "auto" or needed <= budget:
+            strategy = choose_strategy(needed, budget)
         edits: dict[int, Edit] = {}
-        sizes = [it.tokens for it in items]
-        if strategy == "full" and tokens_in <= budget:
+        if strategy == "full" and needed <= budget:
             plan = Plan(strategy="full", choices=[KEEP] * len(items), summary_targets={}, values=[0.0] * len(items))
         else:
             edits = self._structural(items, budget)

@@ -27,10 +27,11 @@ from ctxfold.engine.archive import tool_call_names
 from ctxfold.engine.cache import EngineCache
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 from ctxfold.engine.repair import Entry, OnInvalid, RepairLog, repair_entries
+from ctxfold.text.temporal import annotate_dates
 from ctxfold.tokens import _collect_message, message_costs
 from ctxfold.engine.results import Item, Repair
 
-__all__ = ["parse_messages", "parse_with_repairs", "message_text", "API_KEYS", "ROLES"]
+__all__ = ["parse_messages", "parse_with_repairs", "message_text", "with_date_annotations", "API_KEYS", "ROLES"]
 
 #: The keys OpenAI's chat API reads; everything else is ctxfold metadata.
 API_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
@@ -79,6 +80,49 @@ def parse_with_repairs(
         if it.role == "tool":
             it.tool_name = names.get(str(it.message.get("tool_call_id")))
     return items, log.repairs()
+
+
+def with_date_annotations(items: Sequence[Item], tokenizer: Tokenizer, cache: EngineCache | None = None) -> list[Item]:
+    """The items with relative dates in the text content of each timestamped
+    user and assistant message annotated in place (`ctxfold.text.temporal`:
+    ``yesterday [2023-05-07]``, in the timestamp's own time zone) and their
+    costs counted again, so the plan prices the text it will send. System,
+    developer and tool messages, pinned messages, tool call arguments and
+    messages without a timestamp stay as given; `Item.text` (what scoring
+    reads) and `Item.source` (what `restore` returns) stay the original."""
+    out = list(items)
+    changed: list[tuple[int, dict[str, Any]]] = []
+    for i, it in enumerate(items):
+        content = it.message.get("content")
+        if it.timestamp is None or it.pinned or it.role not in ("user", "assistant") or not isinstance(content, str):
+            continue
+        try:
+            anchor = dt.datetime.fromtimestamp(it.timestamp, dt.timezone(dt.timedelta(seconds=it.utc_offset)))
+        except (OverflowError, OSError, ValueError):
+            continue  # a timestamp outside the calendar names no date
+        annotated = _annotated(content, anchor, cache)
+        if annotated != content:
+            changed.append((i, {**it.message, "content": annotated}))
+    if not changed:
+        return out
+    messages = [m for _, m in changed]
+    costs = (cache.costs_of(messages, lambda todo: message_costs(todo, tokenizer)) if cache is not None
+             else message_costs(messages, tokenizer))
+    for (i, message), cost in zip(changed, costs):
+        out[i] = msgspec.structs.replace(items[i], message=message, tokens=cost)
+    return out
+
+
+def _annotated(content: str, anchor: dt.datetime, cache: EngineCache | None) -> str:
+    """`annotate_dates(content, anchor)`, from `cache` when this text was annotated for this day before."""
+    if cache is None:
+        return annotate_dates(content, anchor)
+    key = (content, anchor.date())
+    found = cache.annotations.get(key)
+    if found is None:
+        found = annotate_dates(content, anchor)
+        cache.annotations.put(key, "" if found == content else found)
+    return found or content
 
 
 def _entries(messages: Any, system: str | None) -> list[Entry]:
@@ -227,6 +271,7 @@ def _item(e: Entry, i: int, cost: int) -> Item:
         raise InvalidTypeError(f"{where}['kind']: expected str, got {type(kind).__name__}")
     if kind is None and e.original_role == "tool":
         kind = "tool_result"
+    timestamp, utc_offset = _timestamp(raw.get("timestamp"), where)
     return Item(
         id=e.id,
         index=i,
@@ -235,7 +280,8 @@ def _item(e: Entry, i: int, cost: int) -> Item:
         text=message_text(api),
         tokens=cost,
         kind=kind,
-        timestamp=_timestamp(raw.get("timestamp"), where),
+        timestamp=timestamp,
+        utc_offset=utc_offset,
         importance=_importance(raw.get("importance"), where),
         pinned=pinned,
         tool_call_ids=call_ids,
@@ -269,18 +315,19 @@ def _importance(value: Any, where: str) -> float:
     return float(value)
 
 
-def _timestamp(value: Any, where: str) -> float | None:
-    """ISO 8601 text, a datetime, or epoch seconds, as epoch seconds (naive
-    datetimes are taken as UTC)."""
+def _timestamp(value: Any, where: str) -> tuple[float | None, float]:
+    """ISO 8601 text, a datetime, or epoch seconds, as epoch seconds and the
+    offset from UTC it was given in (naive datetimes are taken as UTC)."""
     if value is None:
-        return None
+        return None, 0.0
     if isinstance(value, dt.datetime):
         stamp = value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
-        return stamp.timestamp()
+        offset = stamp.utcoffset()
+        return stamp.timestamp(), offset.total_seconds() if offset is not None else 0.0
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if not math.isfinite(value):
             raise InvalidInputError(f"{where}['timestamp']: must be finite, got {value}")
-        return float(value)
+        return float(value), 0.0
     if isinstance(value, str):
         try:
             return _iso_seconds(value)
@@ -293,11 +340,13 @@ def _timestamp(value: Any, where: str) -> float | None:
 
 
 @functools.lru_cache(maxsize=65536)
-def _iso_seconds(value: str) -> float:
-    """Epoch seconds of an ISO 8601 text (naive: UTC); cached, as a
-    conversation repeats its session dates."""
+def _iso_seconds(value: str) -> tuple[float, float]:
+    """Epoch seconds of an ISO 8601 text (naive: UTC) and its offset from
+    UTC in seconds; cached, as a conversation repeats its session dates."""
     stamp = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)).timestamp()
+    stamp = stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)
+    offset = stamp.utcoffset()
+    return stamp.timestamp(), offset.total_seconds() if offset is not None else 0.0
 
 
 def dumps_arguments(arguments: Any) -> str:

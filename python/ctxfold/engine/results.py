@@ -35,6 +35,8 @@ class Item(msgspec.Struct, kw_only=True):
     """What this message costs in a prompt (its share of `count_messages`)."""
     kind: str | None = None
     timestamp: float | None = None
+    utc_offset: float = 0.0
+    """Seconds east of UTC of the timestamp as given (0 for naive times and epoch seconds), so its calendar date is the writer's."""
     importance: float = 0.5
     pinned: bool = False
     tool_call_ids: tuple[str, ...] = ()

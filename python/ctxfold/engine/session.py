@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ctxfold.engine.messages import parse_with_repairs
+from ctxfold.engine.messages import parse_with_repairs, with_date_annotations
 from ctxfold.errors import BudgetError, InvalidInputError, InvalidTypeError
 from ctxfold.tokens import REPLY_PRIMING, message_costs
 from ctxfold.engine.results import CacheReport, ContextResult, ItemResult, Report
@@ -165,6 +165,9 @@ class CacheAwareSession:
         items, repairs = parse_with_repairs(
             messages, engine.tokenizer, system=system, cache=engine.cache, on_invalid=engine.config.on_invalid
         )
+        if engine.config.annotate_dates:
+            # The verbatim tail says when too, priced as sent (segments are annotated by `optimize`).
+            items = with_date_annotations(items, engine.tokenizer, engine.cache)
         query = engine._query(items, query)
         key = (budget, system)
         before = self._sent

@@ -1,0 +1,402 @@
+"""Relative time expressions ("yesterday", "last week", "three days ago")
+resolved against the time a message was written, so a kept message still
+says *when* after the messages around it are gone.
+
+`resolve_dates(text, anchor)` finds every relative reference in one regular
+expression pass and returns a `DateReference` per match: its span, the dates
+it means (a day, or a range with inclusive ends), a granularity, a confidence
+in [0, 1], or the reason it cannot be resolved. `annotate_dates(text,
+anchor)` writes the resolved dates in place: ``yesterday [2023-05-07]``,
+``last week [2023-04-24 to 2023-04-30]``.
+
+Rules:
+
+- The anchor's calendar date is taken in the anchor's own time zone (an
+  aware datetime or an ISO text with an offset); a naive datetime, an ISO
+  text without an offset and epoch seconds are taken as UTC.
+- Weeks start on Monday (ISO 8601). "this week" is the anchor's Monday to
+  Sunday; "last week" the one before; a weekend is that week's Saturday and
+  Sunday ("last weekend": the previous week's).
+- "last Friday" is the latest Friday strictly before the anchor's date;
+  "next Friday" the first Friday strictly after it; "this Friday" the Friday
+  of the anchor's week. "on Friday" is the nearest Friday strictly before
+  the anchor, or strictly after it when its sentence speaks of the future
+  ("will", "going to", "have to", "plan to", ...).
+- "last May" is the latest May before the anchor's month, "next May" the
+  first after it, "this May" the anchor year's. "May" must be capitalised
+  (the verb is not a month); other month names may be lower case.
+- "N days ago" / "in N days" is a day; weeks count as 7 days (about that
+  day); months and years give the whole calendar month or year.
+- "a few", "several", "some", "many" are vague: unresolved, with the reason.
+- "the last week" / "the next month" (past or coming stretches, not calendar
+  units) and absolute dates are left alone, and a reference that an absolute
+  date already follows ("yesterday (May 7)") is not annotated again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ctxfold.errors import InvalidInputError, InvalidTypeError
+
+__all__ = ["DateReference", "resolve_dates", "annotate_dates", "anchor_date", "strip_date_annotations"]
+
+# Confidence of each kind of resolution: words that name one day exactly,
+# then rules that pick among readings (which Friday, about which day).
+EXACT = 0.95
+CALENDAR_UNIT = 0.9
+COUNTED_DAYS = 0.9
+COUNTED_UNITS = 0.8
+NAMED_DAY = 0.8
+ABOUT = 0.6
+PART_OF_UNIT = 0.7
+#: "a couple" is read as two, with the count's sureness scaled by this.
+COUPLE = 0.6
+#: `annotate_dates` writes only references at least this confident.
+MIN_ANNOTATE_CONFIDENCE = 0.5
+
+NO_TIMESTAMP = "no timestamp on the message"
+VAGUE = "vague quantity"
+OUT_OF_RANGE = "outside the calendar's range (years 1 to 9999)"
+NOTHING_EARLIER = "the message is at the start of that week, month or year"
+NOTHING_LATER = "the message is at the end of that week, month or year"
+
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+           "november", "december")
+_NUMBER_WORDS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
+    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40,
+    "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100,
+}
+_VAGUE_WORDS = ("few", "several", "some", "many", "couple")
+# Any word before a unit; `_number` keeps the number words (a generic word
+# here is far cheaper for the regex engine than an alternation of them all).
+_NUM = r"(?:\d{1,4}|a\s+couple(?:\s+of)?|couple(?:\s+of)?|a\s+few|[a-z]+)"
+_UNIT = r"(?:day|week|fortnight|month|year)s?"
+_WEEKDAY = "(?:" + "|".join(_WEEKDAYS) + ")"
+_MONTH = "(?:" + "|".join(_MONTHS) + ")"
+_END = r"(?:'s|s'|')?(?!\w)"
+# Words one of which every reference holds: a text without any is skipped
+# with substring tests, much faster than a regular expression scan.
+_HEADS = ("day", "week", "month", "year", "night", "tomorrow", "morning", "evening", "afternoon", *_MONTHS,
+          "fortnight")
+
+# Matched against the lower-cased text (case-insensitive matching is slower).
+_PATTERN = re.compile(
+    rf"""
+    (?<!\w)(?:
+        (?P<fixed>the\s+day\s+before\s+yesterday|the\s+day\s+after\s+tomorrow|yesterday|today|tonight|tomorrow
+            |last\s+night|this\s+(?:morning|afternoon|evening))
+      | (?P<ago_n>{_NUM})\s+(?P<ago_unit>{_UNIT})\s+ago
+      | (?P<from_n>{_NUM})\s+(?P<from_unit>{_UNIT})\s+from\s+(?:now|today)
+      | in\s+(?P<in_n>{_NUM})\s+(?P<in_unit>{_UNIT})(?:'?\s+time)?
+      | (?P<part>earlier|later)\s+this\s+(?P<part_unit>week|month|year)
+      | (?<!the\s)(?P<mod>last|next|this\s+past|this\s+coming|this)\s+
+            (?P<what>weekend|week|month|year|{_WEEKDAY}|{_MONTH})
+      | (?P<on>on)\s+(?P<on_day>{_WEEKDAY})(?!s)
+    ){_END}
+    """,
+    re.VERBOSE,
+)
+_PATTERN_ANY_CASE = re.compile(_PATTERN.pattern, re.VERBOSE | re.IGNORECASE)
+_FUTURE = re.compile(
+    r"\b(?:will|won't|shall|going\s+to|gonna|plan(?:s|ning)?\s+to|(?:have|has|need|needs|hope|want)\s+to|"
+    r"can't\s+wait|looking\s+forward|scheduled|tomorrow|next|soon)\b|'ll\b",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"[.!?\n]")
+# An absolute date right after a reference ("yesterday (May 7)") already says when.
+_DATE_AFTER = re.compile(
+    rf"""^[\s,(\-–—:]{{0,3}}(?:\d{{4}}-\d{{2}}-\d{{2}}|\d{{1,2}}[./]\d{{1,2}}(?:[./]\d{{2,4}})?
+        |(?:{_MONTH}|(?:jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\.?)\s+\d{{1,2}}\b
+        |\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTH}|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\b)""",
+    re.IGNORECASE | re.VERBOSE,
+)
+_ANNOTATION = re.compile(r" \[\d{4}-\d{2}-\d{2}(?: to \d{4}-\d{2}-\d{2})?\]")
+
+
+@dataclass(frozen=True, slots=True)
+class DateReference:
+    """One relative time expression in a text and what it resolves to."""
+
+    text: str
+    """The expression as written."""
+    start: int
+    end: int
+    """Its span in the text (``text[start:end]``)."""
+    first: dt.date | None
+    last: dt.date | None
+    """The dates it means, both ends inclusive (equal for a single day); None when unresolved."""
+    granularity: str
+    """``day``, ``week``, ``weekend``, ``month`` or ``year``."""
+    confidence: float
+    """How sure the resolution is, in [0, 1]; 0 when unresolved."""
+    reason: str = ""
+    """Why it is unresolved ("" when resolved)."""
+
+    @property
+    def resolved(self) -> bool:
+        return self.first is not None
+
+    @property
+    def label(self) -> str:
+        """The dates in ISO form: ``2023-05-07`` or ``2023-04-24 to 2023-04-30`` ("" when unresolved)."""
+        if self.first is None or self.last is None:
+            return ""
+        if self.first == self.last:
+            return self.first.isoformat()
+        return f"{self.first.isoformat()} to {self.last.isoformat()}"
+
+
+def anchor_date(anchor: Any) -> dt.date | None:
+    """The calendar date of `anchor` in its own time zone: a datetime (naive:
+    UTC), a date, an ISO 8601 text, epoch seconds (UTC), or None."""
+    if anchor is None:
+        return None
+    if isinstance(anchor, dt.datetime):
+        return anchor.date()
+    if isinstance(anchor, dt.date):
+        return anchor
+    if isinstance(anchor, (int, float)) and not isinstance(anchor, bool):
+        try:
+            return dt.datetime.fromtimestamp(anchor, dt.timezone.utc).date()
+        except (OverflowError, OSError, ValueError):
+            raise InvalidInputError(f"anchor: epoch seconds {anchor!r} are outside the calendar") from None
+    if isinstance(anchor, str):
+        try:
+            return dt.datetime.fromisoformat(anchor.strip().replace("Z", "+00:00")).date()
+        except ValueError:
+            raise InvalidInputError(
+                f"anchor: {anchor!r} is not ISO 8601; use e.g. '2023-05-08T09:30:00-05:00', a datetime, or epoch seconds"
+            ) from None
+    raise InvalidTypeError(f"anchor: expected a datetime, date, ISO 8601 str, epoch seconds or None, got {type(anchor).__name__}")
+
+
+def resolve_dates(text: str, anchor: Any) -> list[DateReference]:
+    """Every relative time expression in `text`, in order, resolved against
+    `anchor` (see `anchor_date`); with no anchor each is unresolved with the
+    reason "no timestamp on the message"."""
+    if not isinstance(text, str):
+        raise InvalidTypeError(f"text: expected str, got {type(text).__name__}")
+    day = anchor_date(anchor)
+    lower = text.lower()
+    if not any(head in lower for head in _HEADS):
+        return []
+    # Lower-casing keeps offsets unless a character changes length ("İ").
+    pattern, source = (_PATTERN, lower) if len(lower) == len(text) else (_PATTERN_ANY_CASE, text)
+    out = []
+    at = 0
+    while (match := pattern.search(source, at)) is not None:
+        found = _resolve(match, text, day)
+        if found is None:
+            at = match.start() + 1  # not a reference ("in the day before ..."): a shorter one may start inside
+            continue
+        out.append(found)
+        at = match.end()
+    return out
+
+
+def annotate_dates(text: str, anchor: Any, *, min_confidence: float = MIN_ANNOTATE_CONFIDENCE) -> str:
+    """`text` with the dates of each resolved reference (at least
+    `min_confidence`) written after it in brackets, once per sentence for
+    the same dates ("today ... today's" annotates the first). Already annotated
+    text comes back unchanged, as does any text when `anchor` is None."""
+    if anchor is None:
+        if not isinstance(text, str):
+            raise InvalidTypeError(f"text: expected str, got {type(text).__name__}")
+        return text
+    parts: list[str] = []
+    written: set[str] = set()
+    at = 0
+    for ref in resolve_dates(text, anchor):
+        if _SENTENCE_END.search(text, at, ref.start):
+            written.clear()  # a summary may keep any one sentence: each says its own dates
+        if not ref.resolved or ref.confidence < min_confidence or ref.label in written:
+            continue  # the same dates twice in one sentence say nothing new
+        rest = text[ref.end:ref.end + 40]
+        if _ANNOTATION.match(rest) or _DATE_AFTER.match(rest):
+            continue
+        written.add(ref.label)
+        parts.append(text[at:ref.end])
+        parts.append(f" [{ref.label}]")
+        at = ref.end
+    if not parts:
+        return text
+    parts.append(text[at:])
+    return "".join(parts)
+
+
+def strip_date_annotations(text: str) -> str:
+    """`text` without the brackets `annotate_dates` wrote (and without any
+    bracketed ISO date or range of the same form that was there before)."""
+    return _ANNOTATION.sub("", text)
+
+
+# -- resolution ----------------------------------------------------------------------
+
+
+def _resolve(match: re.Match[str], text: str, day: dt.date | None) -> DateReference | None:
+    groups = match.groupdict()
+    what = (groups["what"] or "").lower()
+    if what == "may" and text[match.start("what"):match.end("what")] != "May":
+        return None  # "this may be", "next may": the verb
+    span = (text[match.start():match.end()], match.start(), match.end())
+    if groups["ago_n"] is not None or groups["in_n"] is not None or groups["from_n"] is not None:
+        raw_n, unit, sign = (
+            (groups["ago_n"], groups["ago_unit"], -1) if groups["ago_n"] is not None
+            else (groups["in_n"], groups["in_unit"], 1) if groups["in_n"] is not None
+            else (groups["from_n"], groups["from_unit"], 1)
+        )
+        if _number(raw_n) is None:
+            return None  # "many more days", "the three": not a count
+        return _counted(span, raw_n, unit, sign, day)
+    granularity = _granularity(groups)
+    if day is None:
+        return _unresolved(span, granularity, NO_TIMESTAMP)
+    try:
+        first, last, confidence = _calendar(groups, text, match, day)
+    except _Unresolvable as why:
+        return _unresolved(span, granularity, str(why))
+    except (OverflowError, ValueError):
+        return _unresolved(span, granularity, OUT_OF_RANGE)
+    return DateReference(*span, first=first, last=last, granularity=granularity, confidence=confidence)
+
+
+class _Unresolvable(Exception):
+    """A reference the anchor leaves without a date; the message is the reason."""
+
+
+def _unresolved(span: tuple[str, int, int], granularity: str, reason: str) -> DateReference:
+    return DateReference(*span, first=None, last=None, granularity=granularity, confidence=0.0, reason=reason)
+
+
+def _granularity(groups: dict[str, str | None]) -> str:
+    unit = (groups["part_unit"] or groups["what"] or "").lower()
+    if unit in ("week", "weekend", "month", "year"):
+        return unit
+    if unit in _MONTHS:
+        return "month"
+    return "day"
+
+
+def _number(raw: str) -> tuple[int | None, float] | None:
+    """The count a number phrase says and how sure it is (count None: vague;
+    None: the word is no number at all)."""
+    words = raw.lower().split()
+    if "couple" in words:
+        return 2, COUPLE
+    if any(w in _VAGUE_WORDS for w in words):
+        return None, 0.0
+    word = words[-1]
+    if word.isdigit():
+        return int(word), 1.0
+    if word in _NUMBER_WORDS:
+        return _NUMBER_WORDS[word], 1.0
+    return None
+
+
+def _counted(span: tuple[str, int, int], raw_n: str, unit: str, sign: int, day: dt.date | None) -> DateReference:
+    unit = unit.lower().rstrip("s")
+    granularity = unit if unit in ("month", "year") else "day"
+    n, sureness = _number(raw_n) or (None, 0.0)
+    if n is None:
+        return _unresolved(span, granularity, VAGUE)
+    if day is None:
+        return _unresolved(span, granularity, NO_TIMESTAMP)
+    try:
+        if unit in ("day", "week", "fortnight"):
+            days = n * {"day": 1, "week": 7, "fortnight": 14}[unit]
+            when = day + dt.timedelta(days=sign * days)
+            confidence = COUNTED_DAYS if unit == "day" else ABOUT
+            return DateReference(*span, first=when, last=when, granularity="day", confidence=confidence * sureness)
+        if unit == "month":
+            first, last = _month_range(*_shift_month(day.year, day.month, sign * n))
+        else:
+            first, last = _year_range(day.year + sign * n)
+    except (OverflowError, ValueError):
+        return _unresolved(span, granularity, OUT_OF_RANGE)
+    return DateReference(*span, first=first, last=last, granularity=granularity, confidence=COUNTED_UNITS * sureness)
+
+
+def _calendar(
+    groups: dict[str, str | None], text: str, match: re.Match[str], day: dt.date
+) -> tuple[dt.date, dt.date, float]:
+    """(first, last, confidence) of a reference named by calendar words."""
+    if groups["fixed"] is not None:
+        word = " ".join(groups["fixed"].lower().split())
+        offset = {"the day before yesterday": -2, "the day after tomorrow": 2, "yesterday": -1, "tomorrow": 1,
+                  "last night": -1}.get(word, 0)
+        when = day + dt.timedelta(days=offset)
+        return when, when, NAMED_DAY if word == "last night" else EXACT
+    monday = day - dt.timedelta(days=day.weekday())
+    if groups["part"] is not None:
+        later = groups["part"].lower() == "later"
+        unit = (groups["part_unit"] or "").lower()
+        first, last = ((monday, monday + dt.timedelta(days=6)) if unit == "week"
+                       else _month_range(day.year, day.month) if unit == "month" else _year_range(day.year))
+        if later:
+            if day >= last:
+                raise _Unresolvable(NOTHING_LATER)
+            return day + dt.timedelta(days=1), last, PART_OF_UNIT
+        if day <= first:
+            raise _Unresolvable(NOTHING_EARLIER)
+        return first, day - dt.timedelta(days=1), PART_OF_UNIT
+    if groups["on"] is not None:
+        target = _WEEKDAYS.index((groups["on_day"] or "").lower())
+        sentence = _sentence(text, match.start(), match.end())
+        if _FUTURE.search(sentence):
+            when = day + dt.timedelta(days=(target - day.weekday() - 1) % 7 + 1)
+        else:
+            when = day - dt.timedelta(days=(day.weekday() - target - 1) % 7 + 1)
+        return when, when, ABOUT
+    mod = " ".join((groups["mod"] or "").lower().split())
+    what = (groups["what"] or "").lower()
+    step = {"last": -1, "this past": -1, "next": 1, "this coming": 1, "this": 0}[mod]
+    if what in ("week", "weekend"):
+        start = monday + dt.timedelta(days=7 * step)
+        if what == "weekend":
+            return start + dt.timedelta(days=5), start + dt.timedelta(days=6), CALENDAR_UNIT
+        return start, start + dt.timedelta(days=6), CALENDAR_UNIT
+    if what == "month":
+        return (*_month_range(*_shift_month(day.year, day.month, step)), CALENDAR_UNIT)
+    if what == "year":
+        return (*_year_range(day.year + step), CALENDAR_UNIT)
+    if what in _WEEKDAYS:
+        target = _WEEKDAYS.index(what)
+        if step < 0:
+            when = day - dt.timedelta(days=(day.weekday() - target - 1) % 7 + 1)
+        elif step > 0:
+            when = day + dt.timedelta(days=(target - day.weekday() - 1) % 7 + 1)
+        else:
+            when = monday + dt.timedelta(days=target)
+        return when, when, NAMED_DAY
+    month = _MONTHS.index(what) + 1
+    year = day.year + (step if step < 0 and month >= day.month else step if step > 0 and month <= day.month else 0)
+    return (*_month_range(year, month), NAMED_DAY)
+
+
+def _sentence(text: str, start: int, end: int) -> str:
+    """The sentence around a span (from the last stop before it to the next one after)."""
+    left = max((m.end() for m in _SENTENCE_END.finditer(text, max(0, start - 200), start)), default=max(0, start - 200))
+    right = _SENTENCE_END.search(text, end, end + 200)
+    return text[left:right.start() if right else end + 200]
+
+
+def _shift_month(year: int, month: int, by: int) -> tuple[int, int]:
+    k = year * 12 + (month - 1) + by
+    return k // 12, k % 12 + 1
+
+
+def _month_range(year: int, month: int) -> tuple[dt.date, dt.date]:
+    first = dt.date(year, month, 1)
+    following = dt.date(year + 1, 1, 1) if month == 12 else dt.date(year, month + 1, 1)
+    return first, following - dt.timedelta(days=1)
+
+
+def _year_range(year: int) -> tuple[dt.date, dt.date]:
+    return dt.date(year, 1, 1), dt.date(year, 12, 31)
