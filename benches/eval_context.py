@@ -30,9 +30,8 @@ are kept on disk by text under ``--cache-dir`` (a SQLite file), so only the
 first run embeds; ``--json`` writes every figure for comparing runs.
 
 ``ctxfold-nodates`` is the engine with ``EngineConfig(annotate_dates=False)``.
-Annotated messages are compared with their annotations taken out
-(`strip_date_annotations`): an evidence message with a date written after
-"yesterday" is still there word for word.
+The engine writes dates on a line after a message, so an annotated evidence
+message is still there word for word; contexts are measured as they are.
 
 ``--temporal`` asks only the questions about time: LongMemEval-S dev's
 temporal-reasoning questions (each message stamped with its session's date)
@@ -71,7 +70,6 @@ import numpy as np
 
 import ctxfold
 from ctxfold.text.entities import entity_recall
-from ctxfold.text.temporal import strip_date_annotations
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("CTXFOLD_SHARED_DATA", REPO.parent / "shared" / "data")).parent
@@ -370,15 +368,14 @@ def evaluate_set(name: str, args: argparse.Namespace, engines: dict[str, Any], b
                         kept[method] = [msgs[i] for i in idx]
                 for method, messages in kept.items():
                     context = context_text(messages)
-                    plain = strip_date_annotations(context)
-                    v, c = measure(plain, by_id, q.evidence, True)
+                    v, c = measure(context, by_id, q.evidence, True)
                     record = {"budget": label, "method": method, "category": q.category,
                               "half": 1 if k < half else 2, "verbatim": v, "coverage": c}
                     if args.temporal:
                         found = answer_found(q.answer, context)
                         record["answer"] = found[0] if found else None
                         record["found"] = float(found[1]) if found else None
-                        record["entity_recall"] = entity_recall([by_id[i] for i in q.evidence], plain)
+                        record["entity_recall"] = entity_recall([by_id[i] for i in q.evidence], context)
                     records.append(record)
         if args.progress:
             print(f"  {name} [{k + 1}/{len(units)}] {unit}: {len(msgs)} messages, {len(questions)} questions",

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from ctxfold import BudgetError, ContextEngine, EngineConfig, InvalidInputError, InvalidTypeError, count_messages
 from ctxfold.text.temporal import (
+    date_note,
+    with_date_note,
     NO_TIMESTAMP,
     NOTHING_EARLIER,
     NOTHING_LATER,
@@ -271,10 +273,12 @@ def test_engine_annotates_timestamped_messages_within_budget() -> None:
     res = engine.optimize(msgs, budget=600)
     assert res.tokens == count_messages(res.messages, encoding="cl100k_base") <= 600
     # The current turn, in its own zone: 23:30 at UTC-5 is the 21st, whatever the UTC date says.
-    assert res.messages[-1]["content"] == "What did I fix yesterday [2023-05-20]?"
+    assert res.messages[-1]["content"] == "What did I fix yesterday?\n[dates: yesterday = 2023-05-20]"
     kept = [m["content"] for m in res.messages[:-1]]
-    assert any("yesterday [2023-05-" in c for c in kept)
-    assert all(c.count("yesterday") == c.count("yesterday [") for c in kept)
+    assert any("\n[dates: yesterday = 2023-05-" in c for c in kept)
+    # The words stay as written: each kept message is its original plus the note.
+    originals = {m["content"] for m in msgs}
+    assert all(strip_date_annotations(c) in originals or c.startswith("[summary]") for c in kept)
     for item in res.items:
         if item.status != "kept":
             assert "[" not in engine.restore(item.id)["content"]
@@ -294,9 +298,9 @@ def test_engine_switch_and_what_is_never_annotated() -> None:
     res = ContextEngine(encoding="cl100k_base").optimize(msgs, budget=4000)
     out = res.messages
     assert [m["content"] for m in out[:3]] == ["Answer about yesterday.", "pinned: yesterday", "no stamp: yesterday"]
-    assert out[3]["content"] == "calling about yesterday [2023-05-07]" and out[3]["tool_calls"] == [call]
+    assert out[3]["content"] == "calling about yesterday\n[dates: yesterday = 2023-05-07]" and out[3]["tool_calls"] == [call]
     assert out[4]["content"] == '{"note": "yesterday"}'
-    assert out[5]["content"] == "And yesterday [2023-05-07]?"
+    assert out[5]["content"] == "And yesterday?\n[dates: yesterday = 2023-05-07]"
     assert res.tokens == count_messages(out, encoding="cl100k_base")
     off = ContextEngine(encoding="cl100k_base", config=EngineConfig(annotate_dates=False)).optimize(msgs, budget=4000)
     assert [m["content"] for m in off.messages] == [m["content"] for m in msgs]
@@ -313,8 +317,9 @@ def test_session_annotates_its_verbatim_tail_and_keeps_its_prefix() -> None:
     assert grown.report.cache.kept
     assert grown.messages[:len(first.messages)] == first.messages
     assert [m["content"] for m in grown.messages][:2] == [
-        "Turn 0: yesterday [2023-04-30] I did thing 0.", "Turn 1: yesterday [2023-05-01] I did thing 1."]
-    assert grown.messages[-1]["content"] == "And tomorrow [2023-05-12]?"
+        "Turn 0: yesterday I did thing 0.\n[dates: yesterday = 2023-04-30]",
+        "Turn 1: yesterday I did thing 1.\n[dates: yesterday = 2023-05-01]"]
+    assert grown.messages[-1]["content"] == "And tomorrow?\n[dates: tomorrow = 2023-05-12]"
     assert grown.tokens == count_messages(grown.messages, encoding="cl100k_base") <= 4000
 
 
@@ -355,3 +360,19 @@ def test_annotated_output_fits_exactly_and_keeps_the_current_turn(msgs, budget, 
     assert present and present[0].status != "dropped"
     if present[0].status == "kept":
         assert msgs[last_user]["content"] in contents
+
+
+@pytest.mark.parametrize(("text", "note"), [
+    ("I went yesterday and again yesterday.", "[dates: yesterday = 2023-05-07]"),
+    ("Yesterday and last week.", "[dates: Yesterday = 2023-05-07; last week = 2023-05-01 to 2023-05-07]"),
+    ("yesterday (May 7) was fun", ""),  # the text already says the date
+    ("a few days ago", ""),  # vague: nothing sure enough to write
+    ("no dates here", ""),
+])
+def test_date_note_lists_each_phrase_once(text, note) -> None:
+    anchor = "2023-05-08T12:00:00Z"
+    assert date_note(text, anchor) == note
+    noted = with_date_note(text, anchor)
+    assert noted == (f"{text}\n{note}" if note else text)
+    assert with_date_note(noted, anchor) == noted  # a second pass adds nothing
+    assert strip_date_annotations(noted) == text

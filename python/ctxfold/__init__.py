@@ -83,6 +83,7 @@ _LAZY = {
     # text: relative dates
     "resolve_dates": "ctxfold.text.temporal",
     "annotate_dates": "ctxfold.text.temporal",
+    "with_date_note": "ctxfold.text.temporal",
     "strip_date_annotations": "ctxfold.text.temporal",
     "DateReference": "ctxfold.text.temporal",
     # [memory] memory persistence
@@ -157,4 +158,4 @@ if TYPE_CHECKING:
     from ctxfold.summarize.seq2seq import OnnxSeq2SeqSummarizer as OnnxSeq2SeqSummarizer
     from ctxfold.engine.results import ContextResult as ContextResult, ItemResult as ItemResult, Report as Report
     from ctxfold.text.arc import ConversationArc as ConversationArc, build_arc as build_arc
-    from ctxfold.text.temporal import DateReference as DateReference, annotate_dates as annotate_dates, resolve_dates as resolve_dates, strip_date_annotations as strip_date_annotations
+    from ctxfold.text.temporal import DateReference as DateReference, annotate_dates as annotate_dates, with_date_note as with_date_note, resolve_dates as resolve_dates, strip_date_annotations as strip_date_annotations

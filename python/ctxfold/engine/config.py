@@ -67,9 +67,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """`should_compact` is true above this share of `context_window`."""
     annotate_dates: bool = True
     """Relative dates ("yesterday", "last week") in timestamped user and
-    assistant messages get their absolute dates written after them
-    (``yesterday [2023-05-07]``), so what is kept still says when; the
-    annotated text is what the plan counts. `restore` returns the original."""
+    assistant messages get their absolute dates on a line after the message
+    (``[dates: yesterday = 2023-05-07]``), so what is kept still says when;
+    the message's own words stay as written, the annotated text is what the
+    plan counts, and `restore` returns the original."""
     conversation_arc: bool = False
     """Put the conversation arc (`report.arc.to_text()`: current focus, open
     questions, pending actions, decisions, earlier topics) in the prompt as

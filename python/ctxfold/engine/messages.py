@@ -27,7 +27,7 @@ from ctxfold.engine.archive import tool_call_names
 from ctxfold.engine.cache import EngineCache
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 from ctxfold.engine.repair import Entry, OnInvalid, RepairLog, repair_entries
-from ctxfold.text.temporal import annotate_dates
+from ctxfold.text.temporal import with_date_note
 from ctxfold.tokens import _collect_message, message_costs
 from ctxfold.engine.results import Item, Repair
 
@@ -83,10 +83,12 @@ def parse_with_repairs(
 
 
 def with_date_annotations(items: Sequence[Item], tokenizer: Tokenizer, cache: EngineCache | None = None) -> list[Item]:
-    """The items with relative dates in the text content of each timestamped
-    user and assistant message annotated in place (`ctxfold.text.temporal`:
-    ``yesterday [2023-05-07]``, in the timestamp's own time zone) and their
-    costs counted again, so the plan prices the text it will send. System,
+    """The items with the dates of the relative references in the text
+    content of each timestamped user and assistant message added on a line
+    after it (`ctxfold.text.temporal.with_date_note`: ``[dates: yesterday =
+    2023-05-07]``, in the timestamp's own time zone; the message's words stay
+    as written) and their costs counted again, so the plan prices the text it
+    will send. System,
     developer and tool messages, pinned messages, tool call arguments and
     messages without a timestamp stay as given; `Item.text` (what scoring
     reads) and `Item.source` (what `restore` returns) stay the original."""
@@ -114,13 +116,13 @@ def with_date_annotations(items: Sequence[Item], tokenizer: Tokenizer, cache: En
 
 
 def _annotated(content: str, anchor: dt.datetime, cache: EngineCache | None) -> str:
-    """`annotate_dates(content, anchor)`, from `cache` when this text was annotated for this day before."""
+    """`with_date_note(content, anchor)`, from `cache` when this text was annotated for this day before."""
     if cache is None:
-        return annotate_dates(content, anchor)
+        return with_date_note(content, anchor)
     key = (content, anchor.date())
     found = cache.annotations.get(key)
     if found is None:
-        found = annotate_dates(content, anchor)
+        found = with_date_note(content, anchor)
         cache.annotations.put(key, "" if found == content else found)
     return found or content
 

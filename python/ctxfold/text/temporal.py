@@ -7,7 +7,10 @@ expression pass and returns a `DateReference` per match: its span, the dates
 it means (a day, or a range with inclusive ends), a granularity, a confidence
 in [0, 1], or the reason it cannot be resolved. `annotate_dates(text,
 anchor)` writes the resolved dates in place: ``yesterday [2023-05-07]``,
-``last week [2023-04-24 to 2023-04-30]``.
+``last week [2023-04-24 to 2023-04-30]``; `with_date_note(text, anchor)`
+leaves the words as written and adds one line after them,
+``[dates: yesterday = 2023-05-07; last week = 2023-04-24 to 2023-04-30]``
+(what the engine sends: a quote of the message stays a quote).
 
 Rules:
 
@@ -42,7 +45,10 @@ from typing import Any
 
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 
-__all__ = ["DateReference", "resolve_dates", "annotate_dates", "anchor_date", "strip_date_annotations"]
+__all__ = [
+    "DateReference", "resolve_dates", "annotate_dates", "date_note", "with_date_note", "anchor_date",
+    "strip_date_annotations",
+]
 
 # Confidence of each kind of resolution: words that name one day exactly,
 # then rules that pick among readings (which Friday, about which day).
@@ -118,6 +124,8 @@ _DATE_AFTER = re.compile(
     re.IGNORECASE | re.VERBOSE,
 )
 _ANNOTATION = re.compile(r" \[\d{4}-\d{2}-\d{2}(?: to \d{4}-\d{2}-\d{2})?\]")
+# The line `with_date_note` adds at the end of a text.
+_NOTE = re.compile(r"\n\[dates: [^\n\]]*\]\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,10 +239,40 @@ def annotate_dates(text: str, anchor: Any, *, min_confidence: float = MIN_ANNOTA
     return "".join(parts)
 
 
+def date_note(text: str, anchor: Any, *, min_confidence: float = MIN_ANNOTATE_CONFIDENCE) -> str:
+    """The dates of `text`'s resolved references (at least `min_confidence`)
+    as one bracketed line, each phrase once: ``[dates: yesterday =
+    2023-05-07; last week = 2023-04-24 to 2023-04-30]``; "" when there is
+    none, or when `anchor` is None."""
+    if anchor is None:
+        if not isinstance(text, str):
+            raise InvalidTypeError(f"text: expected str, got {type(text).__name__}")
+        return ""
+    phrases: dict[tuple[str, str], str] = {}
+    for ref in resolve_dates(text, anchor):
+        if not ref.resolved or ref.confidence < min_confidence:
+            continue
+        rest = text[ref.end:ref.end + 40]
+        if _ANNOTATION.match(rest) or _DATE_AFTER.match(rest):
+            continue  # the text already says the date
+        phrases.setdefault((ref.text.lower(), ref.label), f"{ref.text} = {ref.label}")
+    return f"[dates: {'; '.join(phrases.values())}]" if phrases else ""
+
+
+def with_date_note(text: str, anchor: Any, *, min_confidence: float = MIN_ANNOTATE_CONFIDENCE) -> str:
+    """`text` as written, followed by its `date_note` on a line of its own
+    (`text` itself when it has no dates to add or already ends with a note)."""
+    if isinstance(text, str) and _NOTE.search(text):
+        return text
+    note = date_note(text, anchor, min_confidence=min_confidence)
+    return f"{text}\n{note}" if note else text
+
+
 def strip_date_annotations(text: str) -> str:
-    """`text` without the brackets `annotate_dates` wrote (and without any
-    bracketed ISO date or range of the same form that was there before)."""
-    return _ANNOTATION.sub("", text)
+    """`text` without the brackets `annotate_dates` wrote and the line
+    `with_date_note` added (and without any bracketed ISO date or range of
+    the same form that was there before)."""
+    return _ANNOTATION.sub("", _NOTE.sub("", text))
 
 
 # -- resolution ----------------------------------------------------------------------
