@@ -1,0 +1,135 @@
+"""The scoring stage alone: score_items and its layers on crafted inputs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ctxfold.engine.config import DEFAULT_WEIGHTS
+from ctxfold.engine.messages import parse_messages
+from ctxfold.engine.results import LAYER_NAMES
+from ctxfold.engine.scoring import recency_applies, score_items
+from ctxfold.tokens import get_tokenizer
+
+TOK = get_tokenizer(encoding="cl100k_base")
+
+CHAT = [
+    {"role": "user", "content": "My dog Rex likes the park."},
+    {"role": "assistant", "content": "Rex sounds lovely."},
+    {"role": "user", "content": "I work in Berlin since 2019."},
+    {"role": "assistant", "content": "Berlin is a great city."},
+    {"role": "user", "content": "What is the weather like?"},
+]
+
+
+def scored(messages, query, weights=None, half_life=20.0):
+    items = parse_messages(messages, TOK)
+    return items, *score_items(items, query, weights or DEFAULT_WEIGHTS, half_life)
+
+
+def test_layers_are_all_there_and_total_is_their_weighted_sum():
+    _, total, layers = scored(CHAT, "Where does Anna work in Berlin?")
+    assert set(layers) == set(LAYER_NAMES)
+    expected = sum(DEFAULT_WEIGHTS[name] * layers[name] for name in LAYER_NAMES)
+    np.testing.assert_allclose(total, expected)
+    for name in LAYER_NAMES:
+        assert layers[name].shape == (len(CHAT),)
+        assert layers[name].min() >= 0.0 and layers[name].max() <= 1.0
+
+
+def test_entity_layer_rewards_the_messages_naming_the_querys_entity_by_rarity():
+    # Entities of the query: anna (in no message), berlin (in 2 of 5).
+    _, _, layers = scored(CHAT, "Where does Anna work in Berlin?")
+    share = math.log(5 / 2) / math.log(5) / 2
+    np.testing.assert_allclose(layers["entity"], [0, 0, share, share, 0])
+
+
+def test_entity_in_every_message_singles_out_nothing():
+    msgs = [{"role": "user", "content": f"Berlin note {k}"} for k in range(4)]
+    _, _, layers = scored(msgs, "What about Berlin?")
+    np.testing.assert_array_equal(layers["entity"], np.zeros(4))
+
+
+def test_semantic_layer_best_match_scores_one_and_unrelated_zero():
+    _, _, layers = scored(CHAT, "Where does Anna work in Berlin?")
+    assert layers["semantic"][2] == 1.0  # "work" and "Berlin"
+    assert 0 < layers["semantic"][3] < 1  # "Berlin" only
+    assert layers["semantic"][0] == layers["semantic"][1] == layers["semantic"][4] == 0
+
+
+@pytest.mark.parametrize(
+    "query, applies",
+    [
+        ("Continue the deploy", True),
+        ("fix this error now", True),
+        ("Where is my dog now?", True),
+        ("What did I say about Berlin?", False),
+        ("What is my dog called?", False),
+        ("When did we move to Berlin", False),
+    ],
+)
+def test_recency_applies_to_the_present_task_not_to_a_past_question(query, applies):
+    assert recency_applies(query) is applies
+
+
+def test_recency_layer_decays_with_age_for_a_task_and_is_zero_for_a_past_question():
+    _, _, task = scored(CHAT, "Continue with the plan", half_life=2.0)
+    assert np.all(np.diff(task["recency"]) > 0)  # newer is higher
+    # Equal importance, both past the boosted last two turns: one half-life older weighs half as much.
+    assert task["recency"][0] == pytest.approx(task["recency"][2] / 2)
+    _, _, past = scored(CHAT, "What did I say about Berlin?", half_life=2.0)
+    np.testing.assert_array_equal(past["recency"], np.zeros(len(CHAT)))
+
+
+def test_recency_follows_importance():
+    msgs = [{"role": "user", "content": "a", "importance": 1.0}, {"role": "user", "content": "b", "importance": 0.0},
+            {"role": "user", "content": "c"}]
+    _, _, layers = scored(msgs, "go on")
+    assert layers["recency"][0] > layers["recency"][1]
+
+
+def test_intent_layer_points_at_the_speaker_the_query_asks_about():
+    msgs = [{"role": "system", "content": "Be kind."}, *CHAT[:2]]
+    _, _, mine = scored(msgs, "What is my dog called?")
+    np.testing.assert_array_equal(mine["intent"], [1.0, 1.0, 0.5])
+    _, _, yours = scored(msgs, "Remind me what you suggested for the park")
+    np.testing.assert_array_equal(yours["intent"], [1.0, 0.5, 1.0])
+    _, _, neutral = scored(msgs, "weather forecast")
+    np.testing.assert_array_equal(neutral["intent"], [1.0, 0.5, 0.5])
+
+
+def test_structure_layer_role_cues_and_state_kinds():
+    msgs = [
+        {"role": "assistant", "content": "plain words"},
+        {"role": "assistant", "content": "the build failed with an error"},
+        {"role": "assistant", "content": "plain words again", "kind": "decision"},
+        {"role": "user", "content": "We decided: must ship it? error"},
+    ]
+    _, _, layers = scored(msgs, "anything")
+    np.testing.assert_allclose(layers["structure"], [0.5, 0.65, 1.0, 1.0])
+
+
+def test_cross_reference_lifts_the_question_of_a_relevant_answer_and_a_tools_call():
+    msgs = [
+        {"role": "user", "content": "tell me something"},
+        {"role": "assistant", "content": "The zeppelin hangar is in Friedrichshafen."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "zeppelin museum opening hours"},
+        {"role": "user", "content": "unrelated"},
+    ]
+    _, _, layers = scored(msgs, "zeppelin hangar")
+    sem, cross = layers["semantic"], layers["cross_reference"]
+    assert sem[0] == 0 and sem[2] == 0
+    assert cross[0] == pytest.approx(sem[1]) and cross[0] == 1.0
+    assert cross[2] == pytest.approx(sem[3]) and cross[2] > 0
+    assert cross[4] == 0
+
+
+def test_empty_query_leaves_the_query_layers_zero():
+    _, _, layers = scored(CHAT, "")
+    for name in ("semantic", "entity", "cross_reference"):
+        np.testing.assert_array_equal(layers[name], np.zeros(len(CHAT)))
+    assert layers["recency"][-1] > 0  # no question: the current task
