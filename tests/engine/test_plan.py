@@ -1,0 +1,194 @@
+"""The planning stage alone: plan_items on hand-made items and scores, its
+promises checked against the prices of the forms it chose."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from ctxfold import BudgetError
+from ctxfold.engine.compaction import placeholder
+from ctxfold.engine.config import EngineConfig
+from ctxfold.engine.messages import parse_messages
+from ctxfold.engine.plan import (
+    CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_MARKER, current_turn, plan_items, tool_groups,
+)
+from ctxfold.tokens import REPLY_PRIMING, get_tokenizer
+
+TOK = get_tokenizer(encoding="cl100k_base")
+CONFIG = EngineConfig()
+
+
+def text_tokens(it) -> int:
+    content = it.message.get("content")
+    return int(TOK.count(content)) if isinstance(content, str) else 0
+
+
+def planned_cost(items, plan) -> int:
+    """What the chosen forms may cost at most, by the plan's own pricing."""
+    marker = int(TOK.count(SUMMARY_MARKER))
+    cost = 0
+    for i, (it, choice) in enumerate(zip(items, plan.choices)):
+        if choice == DROP:
+            continue
+        if i in plan.cuts:
+            cost += it.tokens - text_tokens(it) + plan.cuts[i]
+        elif choice == KEEP:
+            cost += it.tokens
+        elif choice == SUMMARY:
+            cost += it.tokens - text_tokens(it) + marker + plan.summary_targets[i] + SEAM_SLACK
+        elif choice == CLEAR:
+            cost += it.tokens - text_tokens(it) + int(TOK.count(placeholder(it))) + SEAM_SLACK
+    return cost
+
+
+def chat(turns: int, system: bool = True) -> list[dict]:
+    msgs = [{"role": "system", "content": "You are terse."}] if system else []
+    for k in range(turns):
+        msgs.append({"role": "user", "content": f"question {k} " + "word " * 40})
+        msgs.append({"role": "assistant", "content": f"answer {k} " + "text " * 60})
+    msgs.append({"role": "user", "content": "final question"})
+    return msgs
+
+
+def test_everything_kept_when_it_fits():
+    items = parse_messages(chat(3), TOK)
+    budget = sum(it.tokens for it in items) + REPLY_PRIMING
+    plan = plan_items(items, np.ones(len(items)), budget, CONFIG, TOK)
+    assert plan.choices == [KEEP] * len(items)
+    assert plan.current == [len(items) - 1]
+
+
+def test_chosen_forms_fit_the_room_and_the_best_scored_history_wins():
+    items = parse_messages(chat(8), TOK)
+    scores = np.full(len(items), 0.1)
+    scores[3:5] = 1.0  # the second exchange
+    plan = plan_items(items, scores, 400, CONFIG, TOK)
+    assert planned_cost(items, plan) <= 400 - REPLY_PRIMING
+    assert plan.choices[0] == KEEP  # system
+    assert plan.choices[3] != DROP and plan.choices[4] != DROP
+    assert plan.choices[-1] == KEEP
+    # A low-scored exchange outside the protected tail goes first.
+    assert plan.choices[1] == plan.choices[2] == DROP
+    for i, target in plan.summary_targets.items():
+        assert plan.choices[i] == SUMMARY and target >= CONFIG.min_summary_tokens
+
+
+def test_pinned_message_kept_verbatim_whatever_its_score():
+    msgs = chat(8)
+    msgs[1]["pinned"] = True
+    items = parse_messages(msgs, TOK)
+    scores = np.linspace(1.0, 0.5, len(items))
+    scores[1] = 0.0
+    plan = plan_items(items, scores, 400, CONFIG, TOK)
+    assert plan.choices[1] == KEEP
+
+
+def test_current_turn_shortened_never_dropped():
+    msgs = [*chat(2), {"role": "user", "content": " ".join(f"w{k}" for k in range(1500))}]
+    items = parse_messages(msgs, TOK)
+    plan = plan_items(items, np.ones(len(items)), 300, CONFIG, TOK)
+    last = len(items) - 1
+    assert plan.current == [last]
+    assert plan.choices[last] in (SUMMARY, CLEAR) and 0 < plan.cuts[last] < text_tokens(items[last])
+    assert planned_cost(items, plan) <= 300 - REPLY_PRIMING
+
+
+def test_current_turn_includes_the_tool_round_the_input_ends_with():
+    msgs = [*chat(6), {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+        {"id": "b", "type": "function", "function": {"name": "g", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "ra " * 100},
+        {"role": "tool", "tool_call_id": "b", "content": "rb " * 100}]
+    items = parse_messages(msgs, TOK)
+    n = len(items)
+    assert current_turn(items) == [n - 4, n - 3, n - 2, n - 1]
+    plan = plan_items(items, np.zeros(n), 350, CONFIG, TOK)
+    assert all(plan.choices[i] != DROP for i in range(n - 4, n))
+    assert plan.choices[n - 3] == KEEP  # the call itself stays whole
+    assert planned_cost(items, plan) <= 350 - REPLY_PRIMING
+
+
+def test_tool_call_and_its_results_share_one_choice():
+    msgs = [{"role": "user", "content": "start"}]
+    for k in range(4):
+        msgs += [{"role": "assistant", "content": None, "tool_calls": [
+                     {"id": f"c{k}", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                 {"role": "tool", "tool_call_id": f"c{k}", "content": f"result {k} " * 80}]
+    msgs.append({"role": "user", "content": "go on"})
+    items = parse_messages(msgs, TOK)
+    scores = np.zeros(len(items))
+    scores[1] = 1.0  # the first call scores high, its result low
+    plan = plan_items(items, scores, 250, CONFIG, TOK, protect_recent=False)
+    groups = tool_groups(items)
+    for g in set(groups.tolist()) - {-1}:
+        dropped = {plan.choices[i] == DROP for i in range(len(items)) if groups[i] == g}
+        assert len(dropped) == 1
+    assert plan.choices[1] != DROP and plan.choices[2] != DROP
+    assert DROP in plan.choices
+
+
+def test_protect_recent_false_leaves_the_last_turns_unprotected():
+    items = parse_messages(chat(8), TOK)
+    n = len(items)
+    scores = np.linspace(1.0, 0.0, n)  # the recent turns score lowest
+    protected = plan_items(items, scores, 450, CONFIG, TOK)
+    free = plan_items(items, scores, 450, CONFIG, TOK, protect_recent=False)
+    tail = range(n - CONFIG.protect_last, n - 1)
+    assert all(protected.choices[i] != DROP for i in tail)
+    assert any(free.choices[i] == DROP for i in tail)
+    # Either way the current turn is there.
+    assert protected.choices[-1] == free.choices[-1] == KEEP
+
+
+def test_budget_below_the_fixed_messages_is_a_budget_error():
+    items = parse_messages([{"role": "system", "content": "rule " * 200}, {"role": "user", "content": "hi"}], TOK)
+    with pytest.raises(BudgetError, match="raise the budget or unpin messages"):
+        plan_items(items, np.ones(2), 100, CONFIG, TOK)
+
+
+@st.composite
+def histories(draw):
+    msgs: list[dict] = []
+    if draw(st.booleans()):
+        msgs.append({"role": "system", "content": "system " * draw(st.integers(1, 20))})
+    for k in range(draw(st.integers(1, 12))):
+        size = draw(st.integers(1, 150))
+        shape = draw(st.sampled_from(["user", "assistant", "tool", "pinned"]))
+        if shape == "tool":
+            msgs += [{"role": "assistant", "content": None, "tool_calls": [
+                         {"id": f"c{k}", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                     {"role": "tool", "tool_call_id": f"c{k}", "content": "out " * size}]
+        else:
+            role = "user" if shape == "pinned" else shape
+            msgs.append({"role": role, "content": f"m{k} " * size, "pinned": shape == "pinned"})
+    if draw(st.booleans()):
+        msgs.append({"role": "user", "content": "now " * draw(st.integers(1, 200))})
+    return msgs
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories(), st.data(), st.booleans())
+def test_plan_promises_hold_for_random_scores_and_costs(msgs, data, protect_recent):
+    items = parse_messages(msgs, TOK)
+    n = len(items)
+    scores = np.array(data.draw(st.lists(st.floats(0, 1), min_size=n, max_size=n)))
+    full = sum(it.tokens for it in items) + REPLY_PRIMING
+    budget = data.draw(st.integers(min(80, full), full + 10))
+    try:
+        plan = plan_items(items, scores, budget, CONFIG, TOK, protect_recent=protect_recent)
+    except BudgetError:
+        assume(False)
+    assert planned_cost(items, plan) <= budget - REPLY_PRIMING
+    for i, it in enumerate(items):
+        if it.pinned or it.role == "system":
+            assert plan.choices[i] == KEEP
+    for i in current_turn(items):
+        assert plan.choices[i] != DROP
+    groups = tool_groups(items)
+    for g in set(groups.tolist()) - {-1}:
+        assert len({plan.choices[i] == DROP for i in range(n) if groups[i] == g}) == 1
+    if full <= budget:
+        assert plan.choices == [KEEP] * n
