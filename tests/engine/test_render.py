@@ -1,0 +1,136 @@
+"""The rendering stage alone: render() of hand-made Plans."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ctxfold import count_messages
+from ctxfold.engine.compaction import Edit, placeholder
+from ctxfold.engine.messages import parse_messages
+from ctxfold.engine.plan import CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_MARKER, Plan, gap_marker
+from ctxfold.engine.render import render
+from ctxfold.errors import CtxFoldError
+from ctxfold.summarize.head_tail import HeadTailSummarizer
+from ctxfold.tokens import REPLY_PRIMING, get_tokenizer
+
+TOK = get_tokenizer(encoding="cl100k_base")
+SUMMARIZER = HeadTailSummarizer(tokenizer=TOK)
+BIG = 10_000
+
+
+class Verbose:
+    """A summarizer that ignores its targets: the text three times over."""
+
+    def summarize(self, texts, target_tokens, query=None):
+        return [t * 3 for t in texts]
+
+
+def conversation():
+    msgs = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "first " + " ".join(f"a{k}" for k in range(200))},
+        {"role": "assistant", "content": "reply " + " ".join(f"b{k}" for k in range(200))},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "grep", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "hit " * 300},
+        {"role": "user", "content": "low value aside"},
+        {"role": "user", "content": "the question " + " ".join(f"q{k}" for k in range(400))},
+    ]
+    return parse_messages(msgs, TOK)
+
+
+def make_plan(choices, targets=None, cuts=None, gap_markers=False, duplicates=None):
+    return Plan(strategy="optimal", choices=choices, summary_targets=targets or {}, values=[0.0] * len(choices),
+                cuts=cuts or {}, gap_markers=gap_markers, duplicates=duplicates or {})
+
+
+def run(items, plan, budget=BIG, summarizer=SUMMARIZER, scores=None, **kwargs):
+    scores = scores if scores is not None else np.linspace(0.9, 0.1, len(items))
+    layers = {"semantic": scores}
+    return render(items, plan, scores, layers, budget, TOK, summarizer, **kwargs)
+
+
+PLAN = [KEEP, SUMMARY, DROP, KEEP, CLEAR, DROP, SUMMARY]
+
+
+def test_forms_in_order_and_the_count_is_count_messages():
+    items = conversation()
+    plan = make_plan(PLAN, targets={1: 40}, cuts={6: 100})
+    messages, total, results = run(items, plan)
+    assert total == count_messages(messages, tokenizer=TOK)
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "user"]
+    assert messages[0] == items[0].message and messages[2] == items[3].message
+    assert messages[1]["content"].startswith(SUMMARY_MARKER)
+    assert messages[3] == {**items[4].message, "content": placeholder(items[4])}
+    # The current turn is cut to its limit, head and tail kept.
+    assert TOK.count(messages[4]["content"]) <= 100
+    assert messages[4]["content"].startswith("the question q0") and messages[4]["content"].endswith("q399")
+    # Each report size is that message's share of the count.
+    assert sum(r.tokens_out for r in results) + REPLY_PRIMING == total
+    assert [r.tokens_out for r in results][2] == [r.tokens_out for r in results][5] == 0
+
+
+def test_statuses_and_reasons_as_planned():
+    items = conversation()
+    plan = make_plan(PLAN, targets={1: 40}, cuts={6: 100}, duplicates={5: 6})
+    _, _, results = run(items, plan)
+    assert [r.status for r in results] == ["kept", "summarized", "dropped", "kept", "cleared", "dropped", "summarized"]
+    assert [r.id for r in results] == [it.id for it in items]
+    reasons = [r.reason for r in results]
+    assert reasons[0] == reasons[3] == ""
+    assert reasons[1] == "summarised to at most 40 tokens to make room for higher-value messages"
+    assert reasons[4] == "tool result replaced by a placeholder to make room"
+    assert reasons[5] == f"exact copy of {items[6].id}, which comes later"
+    assert reasons[6] == "current turn cut to head + tail (100 tokens) to fit the budget"
+    # The dropped reply (0.633) scores above the lowest kept message (the current turn, 0.1).
+    assert reasons[2].startswith(f"dropped: {items[2].tokens} tokens at score 0.633")
+
+
+def test_dropped_below_every_kept_score_says_so():
+    items = conversation()
+    scores = np.array([0.5, 0.9, 0.05, 0.8, 0.8, 0.7, 0.6])
+    _, _, results = run(items, make_plan([KEEP, KEEP, DROP, DROP, DROP, KEEP, KEEP]), scores=scores)
+    assert results[2].reason == "dropped: score 0.050 below every kept message's (lowest kept 0.600)"
+    assert results[4].reason.startswith(f"dropped with its tool call {items[3].id}: ")
+    assert results[3].reason.startswith("dropped with its tool results: ")
+
+
+@pytest.mark.parametrize("target", [24, 60])
+def test_summaries_held_within_their_targets_whatever_the_summarizer_returns(target):
+    items = conversation()
+    plan = make_plan([KEEP, SUMMARY, SUMMARY, DROP, DROP, DROP, KEEP], targets={1: target, 2: target})
+    for summarizer in (SUMMARIZER, Verbose()):
+        messages, total, results = run(items, plan, summarizer=summarizer)
+        for m in messages[1:3]:
+            assert m["content"].startswith(SUMMARY_MARKER)
+            assert TOK.count(m["content"]) <= TOK.count(SUMMARY_MARKER) + target + SEAM_SLACK
+        assert total == count_messages(messages, tokenizer=TOK)
+
+
+def test_gap_markers_name_each_omitted_run():
+    items = conversation()
+    plan = make_plan([KEEP, DROP, DROP, KEEP, KEEP, DROP, KEEP], gap_markers=True)
+    messages, total, _ = run(items, plan)
+    assert messages[1] == {"role": "system", "content": gap_marker(2)}
+    assert messages[4] == {"role": "system", "content": gap_marker(1)}
+    assert len(messages) == 6 and total == count_messages(messages, tokenizer=TOK)
+
+
+def test_structural_edits_reported_as_what_they_made():
+    items = conversation()
+    edits = {4: Edit("cleared", "stub", "stale tool result"), 1: Edit("cleared", "stub", "debug log")}
+    plan = make_plan([KEEP, SUMMARY, DROP, KEEP, KEEP, DROP, KEEP], targets={1: 40})
+    _, _, results = run(items, plan, edits=edits, tokens_in=[it.tokens + 1 for it in items])
+    assert (results[4].status, results[4].reason) == ("cleared", "stale tool result")
+    assert results[1].status == "summarized"
+    assert results[1].reason == "debug log; then summarised to at most 40 tokens to make room for higher-value messages"
+    assert [r.tokens_in for r in results] == [it.tokens + 1 for it in items]
+
+
+def test_a_plan_over_the_budget_is_an_internal_error():
+    items = conversation()
+    full = sum(it.tokens for it in items) + REPLY_PRIMING
+    run(items, make_plan([KEEP] * len(items)), budget=full)
+    with pytest.raises(CtxFoldError, match="internal error: the rendered context is"):
+        run(items, make_plan([KEEP] * len(items)), budget=full - 1)
