@@ -15,18 +15,15 @@ import numpy as np
 
 from ctxfold._core import Tokenizer
 from ctxfold.engine.archive import DEFAULT_ARCHIVE_BYTES, Archive, answer_recall
-from ctxfold.engine.compaction import Edit, apply_edits, structural_pass
 from ctxfold.engine.config import EngineConfig
 from ctxfold.engine.messages import parse_messages, parse_with_repairs, with_date_annotations
 from ctxfold.engine.cache import DEFAULT_CACHE_BYTES, CachingEmbedder, EngineCache, check_bytes
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 from ctxfold.engine.layers import layer_messages
-from ctxfold.engine.plan import (
-    KEEP, Plan, choose_strategy, current_turn, hard_protected, plan_items, soft_protected, tool_groups,
-)
+from ctxfold.engine.plan import Plan, current_turn, hard_protected, plan_context, tool_groups
 from ctxfold.engine.render import render
 from ctxfold.engine.scoring import recency_applies, score_items
-from ctxfold.summarize.protocol import BaseSummarizer, Summarizer
+from ctxfold.summarize.protocol import Summarizer
 from ctxfold.text.arc import ConversationArc, MessageFacts, arc_of, message_facts
 from ctxfold.text.entity_repository import EntityRepository
 from ctxfold.tokens import REPLY_PRIMING, get_tokenizer
@@ -156,30 +153,18 @@ class ContextEngine:
         query = self._query(items, query)
         question_is_current = last_user is None or query == last_user
         lap("parse")
-        tokens_in = sum(sizes) + 3
-        needed = sum(it.tokens for it in items) + 3
+        tokens_in = sum(sizes) + REPLY_PRIMING
         scores, layers = score_items(
             items, query, self.config.weights, self.config.half_life_turns, self.embedder, self.cache
         )
         lap("score")
-        strategy: str = self.config.strategy
-        if strategy == "auto" or needed <= budget:
-            strategy = choose_strategy(needed, budget)
-        edits: dict[int, Edit] = {}
-        if strategy == "full" and needed <= budget:
-            plan = Plan(strategy="full", choices=[KEEP] * len(items), summary_targets={}, values=[0.0] * len(items))
-        else:
-            edits = self._structural(items, budget)
-            compacted = apply_edits(items, edits, self.tokenizer)
-            plan = plan_items(
-                compacted, scores, budget, self.config, self.tokenizer, "optimal" if strategy == "full" else strategy,
-                self.cache, question_is_current,
-                # A separate query about the past is answered wherever its evidence is: the
-                # latest turns then get no protection beyond the current one's.
-                protect_recent=question_is_current or recency_applies(query),
-            )
-            strategy = plan.strategy
-            items = compacted
+        items, edits, plan = plan_context(
+            items, scores, budget, self.config, self.tokenizer, self.cache, question_is_current,
+            # A separate query about the past is answered wherever its evidence is: the
+            # latest turns then get no protection beyond the current one's.
+            protect_recent=question_is_current or recency_applies(query),
+        )
+        strategy = plan.strategy
         lap("plan")
         out, tokens, results = render(
             items, plan, scores, layers, budget, self.tokenizer, self.summarizer, self.cache, edits, sizes
@@ -322,12 +307,6 @@ class ContextEngine:
         merged = [*raw[:head], *extra, *raw[head:]]
         allocation = {str(k): int(v) for k, v in alloc.to_dict().items()}
         return parse_messages(merged, self.tokenizer, cache=self.cache, on_invalid=self.config.on_invalid), allocation
-
-    def _structural(self, items: list[Item], budget: int) -> dict[int, Edit]:
-        """Structural compaction first: the cheap, reversible steps, until the
-        messages fit (protected and soft-protected messages untouched)."""
-        keep = [hard_protected(it) for it in items] | soft_protected(items, self.config)
-        return structural_pass(items, budget - REPLY_PRIMING, list(keep), self.tokenizer, self.config.max_tool_output_tokens)
 
     def _budget(self, budget: int | None) -> int:
         budget = self.config.budget if budget is None else budget

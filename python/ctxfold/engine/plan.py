@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 
 from ctxfold._core import Tokenizer, select_options
-from ctxfold.engine.compaction import CLEARABLE_KINDS, later_copies, placeholder
+from ctxfold.engine.compaction import CLEARABLE_KINDS, Edit, apply_edits, later_copies, placeholder, structural_pass
 from ctxfold.engine.config import EngineConfig
 from ctxfold.engine.cache import EngineCache
 from ctxfold.errors import BudgetError
@@ -26,7 +26,7 @@ from ctxfold.tokens import REPLY_PRIMING, count_messages
 from ctxfold.engine.results import STATE_KINDS, Item
 
 __all__ = [
-    "Plan", "plan_items", "choose_strategy", "zones", "pull_in_neighbours", "current_turn", "count_gap_markers",
+    "Plan", "plan_context", "plan_items", "choose_strategy", "zones", "pull_in_neighbours", "current_turn", "count_gap_markers",
     "gap_marker", "KEEP", "SUMMARY", "CLEAR", "DROP", "SUMMARY_MARKER",
 ]
 
@@ -209,6 +209,38 @@ def count_gap_markers(present: Sequence[bool]) -> int:
         else:
             gap = True
     return markers
+
+
+def plan_context(
+    items: Sequence[Item],
+    scores: np.ndarray,
+    budget: int,
+    config: EngineConfig,
+    tokenizer: Tokenizer,
+    cache: EngineCache | None = None,
+    question_is_current: bool = True,
+    protect_recent: bool = True,
+) -> tuple[list[Item], dict[int, Edit], Plan]:
+    """Every decision about the context: the strategy (everything as it is
+    when it fits, under ``full`` or ``auto``), then the structural edits (the
+    cheap, reversible forms, until the messages fit; protected messages
+    untouched), then one choice per message (`plan_items`). Returns the
+    items as edited, the edits by index, and the plan."""
+    needed = sum(it.tokens for it in items) + REPLY_PRIMING
+    strategy: str = config.strategy
+    if strategy == "auto" or needed <= budget:
+        strategy = choose_strategy(needed, budget)
+    if strategy == "full" and needed <= budget:
+        n = len(items)
+        return list(items), {}, Plan(strategy="full", choices=[KEEP] * n, summary_targets={}, values=[0.0] * n)
+    keep = np.array([hard_protected(it) for it in items], dtype=bool) | soft_protected(items, config)
+    edits = structural_pass(items, budget - REPLY_PRIMING, keep.tolist(), tokenizer, config.max_tool_output_tokens)
+    compacted = apply_edits(items, edits, tokenizer)
+    plan = plan_items(
+        compacted, scores, budget, config, tokenizer, "optimal" if strategy == "full" else strategy, cache,
+        question_is_current, protect_recent,
+    )
+    return compacted, edits, plan
 
 
 def plan_items(

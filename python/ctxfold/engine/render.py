@@ -174,7 +174,7 @@ def _attribute_chunks(
             results[i].tokens_out = 0
             results[i].reason = f"in a level-{chunk.level} chunk summary" if message else "in a dropped chunk"
         if message:
-            results[chunk.indices[0]].tokens_out = count_messages([message], tokenizer=tokenizer) - 3
+            results[chunk.indices[0]].tokens_out = count_messages([message], tokenizer=tokenizer) - REPLY_PRIMING
 
 
 def _assemble(
@@ -212,4 +212,4 @@ def _tokens_out(it: Item, choice: int, content: str | None, tokenizer: Tokenizer
         return 0
     if choice == KEEP or content is None:
         return it.tokens
-    return count_messages([{**it.message, "content": content}], tokenizer=tokenizer) - 3
+    return count_messages([{**it.message, "content": content}], tokenizer=tokenizer) - REPLY_PRIMING
