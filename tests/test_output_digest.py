@@ -15,7 +15,7 @@ import sys
 
 import ctxfold
 
-EXPECTED = "683eeb692b5502e0743f39a57e7f6eac"
+EXPECTED = "845f92dccb54f0415709d9524928e402"
 
 WORDS = (
     "deploy database index migration latency cache invoice customer report budget schedule meeting "

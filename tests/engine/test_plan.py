@@ -13,7 +13,8 @@ from ctxfold.engine.compaction import placeholder
 from ctxfold.engine.config import EngineConfig
 from ctxfold.engine.messages import parse_messages
 from ctxfold.engine.plan import (
-    CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_MARKER, current_turn, plan_items, tool_groups,
+    CLEAR, DROP, KEEP, LENGTH_POWER, SEAM_SLACK, SUMMARY, SUMMARY_MARKER, current_turn, length_weights, plan_items,
+    tool_groups,
 )
 from ctxfold.tokens import REPLY_PRIMING, get_tokenizer
 
@@ -192,3 +193,36 @@ def test_plan_promises_hold_for_random_scores_and_costs(msgs, data, protect_rece
         assert len({plan.choices[i] == DROP for i in range(n) if groups[i] == g}) == 1
     if full <= budget:
         assert plan.choices == [KEEP] * n
+
+
+def test_length_weights_compare_each_message_with_its_role():
+    items = parse_messages([
+        {"role": "user", "content": "word " * 20},
+        {"role": "user", "content": "word " * 40},
+        {"role": "user", "content": "word " * 80},
+        {"role": "assistant", "content": "word " * 400},
+    ], TOK)
+    weights = length_weights(items)
+    tokens = [it.tokens for it in items]
+    assert weights[1] == pytest.approx(1.0)  # the users' median
+    assert weights[0] == pytest.approx((tokens[0] / tokens[1]) ** LENGTH_POWER)
+    assert weights[2] == pytest.approx((tokens[2] / tokens[1]) ** LENGTH_POWER)
+    assert weights[3] == pytest.approx(1.0)  # alone in its role: its own median
+
+
+def test_a_long_relevant_message_is_not_traded_for_two_shorter_weaker_ones():
+    msgs = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "The long one: " + "fact " * 95},
+        {"role": "user", "content": "short a " + "fact " * 45},
+        {"role": "user", "content": "short b " + "fact " * 45},
+        {"role": "user", "content": "short c " + "fact " * 45},
+        {"role": "user", "content": "final question"},
+    ]
+    items = parse_messages(msgs, TOK)
+    scores = np.array([0.0, 1.0, 0.84, 0.84, 0.0, 0.5])
+    # Room for the long message or for two short ones, not for both.
+    budget = items[0].tokens + items[-1].tokens + REPLY_PRIMING + 110
+    plan = plan_items(items, scores, budget, EngineConfig(protect_last=0), TOK)
+    assert plan.choices[1] == KEEP
+    assert plan.choices[2] == plan.choices[3] == DROP

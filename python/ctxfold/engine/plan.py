@@ -42,6 +42,10 @@ SOFT_PRESENT, SOFT_VERBATIM_BONUS = 5e5, 0.5
 # messages must win over many middling ones of the same total size, while the
 # knapsack still prefers a short relevant turn to a long one.
 SCORE_POWER = 3.0
+# Value also grows with a message's length relative to the median of its role,
+# to this power: a knapsack left alone favours short turns for their size, while
+# a long message often holds the facts; per role, as roles differ in typical length.
+LENGTH_POWER = 0.3
 SUMMARY_SHARE, CLEAR_SHARE = 0.35, 0.02
 # Neighbour expansion: a kept answer lifts the dropped question it replies to
 # by this share of its own value.
@@ -81,13 +85,28 @@ class Plan(msgspec.Struct, kw_only=True):
     """What the planner had to give up, for the report's warnings."""
 
 
-def message_values(scores: np.ndarray) -> np.ndarray:
+def message_values(scores: np.ndarray, items: Sequence[Item] | None = None) -> np.ndarray:
     """What keeping each message is worth: its score scaled so the best is 1,
     to the power SCORE_POWER (plus a hair so that everything is worth keeping
-    when there is room)."""
+    when there is room); with `items`, times `length_weights(items)`."""
     clipped = np.clip(scores, 0, None)
     values: np.ndarray = (clipped / max(float(clipped.max(initial=0.0)), 1e-12)) ** SCORE_POWER + 1e-6
+    if items is not None:
+        values *= length_weights(items)
     return values
+
+
+def length_weights(items: Sequence[Item]) -> np.ndarray:
+    """(tokens / median tokens of the same role) ** LENGTH_POWER per message:
+    1 for a message of its role's typical length."""
+    tokens = np.array([max(it.tokens, 1) for it in items], dtype=np.float64)
+    roles = np.array([it.role for it in items], dtype=object)
+    relative = np.ones(len(items))
+    for role in set(roles.tolist()):
+        same = roles == role
+        relative[same] = tokens[same] / float(np.median(tokens[same]))
+    weights: np.ndarray = relative ** LENGTH_POWER
+    return weights
 
 
 def tool_groups(items: Sequence[Item]) -> np.ndarray:
@@ -290,7 +309,7 @@ def plan_items(
             | critical_protected(items, config, room)) & ~hard
     targets: dict[int, int] = {}
     marker = int(tokenizer.count(SUMMARY_MARKER))
-    base = message_values(scores)
+    base = message_values(scores, items)
     duplicates = later_copies(items)
     for i in duplicates:
         # An exact copy of a later message adds nothing while that one is there.
