@@ -76,7 +76,7 @@ def fill(store, scope: Scope, vectors: np.ndarray, label: str) -> None:
     t0 = time.perf_counter()
     for s in range(0, len(vectors), FILL_BATCH):
         chunk = vectors[s : s + FILL_BATCH]
-        store.add_many(memories(len(chunk)), scope=scope, embeddings=chunk)
+        store.memories.add_many(memories(len(chunk)), scope=scope, embeddings=chunk)
     dt = time.perf_counter() - t0
     print(f"\n{label}: filled {len(vectors):,} memories in {dt:.1f} s ({len(vectors) / dt:,.0f}/s, batches of {FILL_BATCH:,})")
 
