@@ -103,7 +103,7 @@ def add_round(store, benchmark, label: str) -> None:
     def setup():
         return (memories(BATCH, "added"),), {"scope": SCOPE, "embeddings": unit_rows(BATCH)}
 
-    benchmark.pedantic(store.add_many, setup=setup, rounds=15, warmup_rounds=1)
+    benchmark.pedantic(store.memories.add_many, setup=setup, rounds=15, warmup_rounds=1)
     rate = BATCH / benchmark.stats.stats.mean
     benchmark.extra_info["memories_per_s"] = round(rate)
     print(f"\n{label}: add_many {BATCH:,} per call: {rate:,.0f} memories/s")

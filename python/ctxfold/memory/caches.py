@@ -1,5 +1,5 @@
-"""The engine's caches, kept in the store so a restarted process does not
-recompute:
+"""The engine's caches (``store.caches``), kept in the store so a restarted
+process does not recompute:
 
 - **compaction summaries** keyed by (scope, message range, level, content
   hash), with the summary's token count: `put_compaction` / `get_compaction`

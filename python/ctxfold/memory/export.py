@@ -95,8 +95,8 @@ def _encode_file(category: str, memories: list[Memory]) -> bytes:
 
 def export_yaml(memories: Any, directory: str | os.PathLike[str], *, scope: Scope) -> list[Path]:
     """Write ``<directory>/<category>s.yaml`` for each category with memories
-    of ``memories`` (a store's ``store.memories``),
-    each replaced atomically (see the module docstring); the paths."""
+    in ``memories`` (a store's ``store.memories``), each replaced atomically
+    (see the module docstring); the paths."""
     check_scope(scope, write=False)
     if not isinstance(directory, (str, os.PathLike)):
         raise InvalidTypeError(
@@ -200,9 +200,9 @@ def _sync_directory(directory: Path) -> None:
 def import_yaml(
     memories: Any, directory: str | os.PathLike[str], *, scope: Scope, verify: bool = True
 ) -> list[str]:
-    """Add the memories of the category files in ``directory`` to ``scope`` of
-    ``memories`` (a store's ``store.memories``; ids,
-    timestamps and TTLs kept; a memory already there is left as it is); their ids.
+    """Add the memories of the category files in ``directory`` to ``scope`` in
+    ``memories`` (a store's ``store.memories``; ids, timestamps and TTLs kept;
+    a memory already there is left as it is); their ids.
 
     All or nothing: every file is checked before anything is added, and a file
     that is cut short, changed or of the previous format (no count and digest)

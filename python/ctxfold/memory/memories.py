@@ -317,7 +317,7 @@ class Memories(Part):
 
     def get(self, memory_id: str, *, scope: Scope) -> Memory | None:
         """The active memory ``memory_id`` in ``scope`` (None if absent, expired
-        or archived: see `get_archived`). A wide scope returns the first match."""
+        or archived: see ``store.archive.get``). A wide scope returns the first match."""
         check_scope(scope, write=False)
         if not isinstance(memory_id, str):
             raise InvalidTypeError(f"memory_id: expected str, got {type(memory_id).__name__}")

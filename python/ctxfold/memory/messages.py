@@ -1,4 +1,5 @@
-"""Direct messages between agents (Loom's ``node.message`` protocol).
+"""Direct messages between agents (``store.agent_messages``; Loom's
+``node.message`` protocol).
 
 A message goes from a ``source`` agent or node to a ``target`` one, with a
 ``priority`` in [0, 1], an optional ``ttl_seconds`` after which it is no

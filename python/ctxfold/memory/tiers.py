@@ -68,7 +68,7 @@ class Episode(msgspec.Struct, kw_only=True):
     tags: list[str] = msgspec.field(default_factory=list)
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     score: float = 0.0
-    """Cosine similarity to the query of `recall_episodes`."""
+    """Cosine similarity to the query of `Episodes.recall`."""
 
 
 def _check_message(m: ChatMessage, argument: str) -> ChatMessage:
