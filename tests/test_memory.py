@@ -65,6 +65,29 @@ def test_exports_and_context_manager(tmp_path) -> None:
         assert s.location.endswith("ctxfold-memory.db")
 
 
+def test_the_stores_of_each_concern_share_one_backend(store) -> None:
+    """Every store of one concern runs on the store's backend: a record written
+    through one is cleared with the scope, and closing the store closes them all."""
+    parts = [store.memories, store.archive, store.caches, store.chat, store.working, store.episodes,
+             store.agent_messages, store.iterations]
+    assert all(part.backend is store.backend for part in parts)
+    store.add(Memory(content="Berlin office opens at 9"), scope=U1)
+    store.caches.memo_set("ns", "k", "v", scope=U1)
+    store.chat.append({"role": "user", "content": "hi"}, scope=U1)
+    store.iterations.log(scope=U1).record_call(tool="grep")
+    assert store.clear(U1) == 4
+    assert store.caches.memo_get("ns", "k", scope=U1) is None and store.chat.recent(scope=U1) == []
+    store.close()
+    calls = [lambda: store.memories.count(scope=U1), lambda: store.archive.all(scope=U1),
+             lambda: store.caches.memo_get("ns", "k"), lambda: store.chat.recent(scope=U1),
+             lambda: store.working.get(scope=U1), lambda: store.episodes.all(scope=U1),
+             lambda: store.agent_messages.query_by_target("b", scope=U1),
+             lambda: store.iterations.log(scope=U1).calls()]
+    for call in calls:
+        with pytest.raises(StoreError, match="closed"):
+            call()
+
+
 def test_a_store_written_under_the_former_name_is_read(tmp_path) -> None:
     # Releases before the rename wrote the same schema to ctxengine-memory.db.
     with SqliteStore(tmp_path / "written.db") as s:
