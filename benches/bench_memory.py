@@ -76,7 +76,7 @@ def fill(store, scope: Scope, vectors: np.ndarray, label: str) -> None:
     t0 = time.perf_counter()
     for s in range(0, len(vectors), FILL_BATCH):
         chunk = vectors[s : s + FILL_BATCH]
-        store.add_many(memories(len(chunk)), scope=scope, embeddings=chunk)
+        store.memories.add_many(memories(len(chunk)), scope=scope, embeddings=chunk)
     dt = time.perf_counter() - t0
     print(f"\n{label}: filled {len(vectors):,} memories in {dt:.1f} s ({len(vectors) / dt:,.0f}/s, batches of {FILL_BATCH:,})")
 
@@ -103,7 +103,7 @@ def add_round(store, benchmark, label: str) -> None:
     def setup():
         return (memories(BATCH, "added"),), {"scope": SCOPE, "embeddings": unit_rows(BATCH)}
 
-    benchmark.pedantic(store.add_many, setup=setup, rounds=15, warmup_rounds=1)
+    benchmark.pedantic(store.memories.add_many, setup=setup, rounds=15, warmup_rounds=1)
     rate = BATCH / benchmark.stats.stats.mean
     benchmark.extra_info["memories_per_s"] = round(rate)
     print(f"\n{label}: add_many {BATCH:,} per call: {rate:,.0f} memories/s")

@@ -65,6 +65,29 @@ def test_exports_and_context_manager(tmp_path) -> None:
         assert s.location.endswith("ctxfold-memory.db")
 
 
+def test_the_stores_of_each_concern_share_one_backend(store) -> None:
+    """Every store of one concern runs on the store's backend: a record written
+    through one is cleared with the scope, and closing the store closes them all."""
+    parts = [store.memories, store.archive, store.caches, store.chat, store.working, store.episodes,
+             store.agent_messages, store.iterations]
+    assert all(part.backend is store.backend for part in parts)
+    store.add(Memory(content="Berlin office opens at 9"), scope=U1)
+    store.caches.memo_set("ns", "k", "v", scope=U1)
+    store.chat.append({"role": "user", "content": "hi"}, scope=U1)
+    store.iterations.log(scope=U1).record_call(tool="grep")
+    assert store.clear(U1) == 4
+    assert store.caches.memo_get("ns", "k", scope=U1) is None and store.chat.recent(scope=U1) == []
+    store.close()
+    calls = [lambda: store.memories.count(scope=U1), lambda: store.archive.all(scope=U1),
+             lambda: store.caches.memo_get("ns", "k"), lambda: store.chat.recent(scope=U1),
+             lambda: store.working.get(scope=U1), lambda: store.episodes.all(scope=U1),
+             lambda: store.agent_messages.query_by_target("b", scope=U1),
+             lambda: store.iterations.log(scope=U1).calls()]
+    for call in calls:
+        with pytest.raises(StoreError, match="closed"):
+            call()
+
+
 def test_a_store_written_under_the_former_name_is_read(tmp_path) -> None:
     # Releases before the rename wrote the same schema to ctxengine-memory.db.
     with SqliteStore(tmp_path / "written.db") as s:
@@ -80,7 +103,7 @@ def test_a_store_written_under_the_former_name_is_read(tmp_path) -> None:
     with SqliteStore(tmp_path / "ctxfold-memory.db") as fresh:  # once the new file exists, it is the one used
         fresh.add(Memory(content="new file"), scope=U1)
     with SqliteStore(tmp_path) as s:
-        assert Path(s.location).name == "ctxfold-memory.db" and s.count(scope=U1) == 1
+        assert Path(s.location).name == "ctxfold-memory.db" and s.memories.count(scope=U1) == 1
 
 
 def test_a_directory_with_two_former_stores_is_not_guessed(tmp_path) -> None:
@@ -95,11 +118,11 @@ def test_a_directory_with_two_former_stores_is_not_guessed(tmp_path) -> None:
 def test_add_is_idempotent_and_add_many_is_one_batch(store) -> None:
     m = Memory(category="preference", content="Prefers answers in German", confidence=0.6)
     a, b = store.add(m, scope=U1), store.add(m, scope=U1)
-    assert a == b and store.count(scope=U1) == 1
-    ids = store.add_many([Memory(content=f"fact {i}") for i in range(50)] + [m, Memory(content="fact 3")], scope=U1)
+    assert a == b and store.memories.count(scope=U1) == 1
+    ids = store.memories.add_many([Memory(content=f"fact {i}") for i in range(50)] + [m, Memory(content="fact 3")], scope=U1)
     assert len(ids) == 52 and ids[50] == a and ids[51] == ids[3]
-    assert store.count(scope=U1) == 51
-    assert store.add_many([], scope=U1) == []
+    assert store.memories.count(scope=U1) == 51
+    assert store.memories.add_many([], scope=U1) == []
 
 
 def test_reopen_keeps_everything(opener) -> None:
@@ -120,7 +143,7 @@ def test_reads_never_cross_scopes(store) -> None:
     for s in scopes:
         hits = store.search("the secret", scope=s, k=10)
         assert [h.id for h in hits] == [ids[s]]
-        assert [m.content for m in store.memories(scope=s)] == [f"the secret of {s}"]
+        assert [m.content for m in store.memories.all(scope=s)] == [f"the secret of {s}"]
         for other in scopes:
             if other != s and ids[other] != ids[s]:
                 assert store.get(ids[other], scope=s) is None
@@ -131,20 +154,20 @@ def test_reads_never_cross_scopes(store) -> None:
     }
     only_convs = Scope(user_id="u1").widen("conversation_id")
     assert len(store.search("secret", scope=only_convs, k=10)) == 3
-    assert len(store.memories(scope=Scope.any())) == len(scopes)
+    assert len(store.memories.all(scope=Scope.any())) == len(scopes)
 
 
 def test_clear_removes_exactly_one_scope(store) -> None:
     store.add(Memory(content="a"), scope=U1)
     store.add(Memory(content="b"), scope=U2)
-    store.append_message(ChatMessage(role="user", content="hi"), scope=U1)
-    store.append_message(ChatMessage(role="user", content="hi"), scope=U2)
+    store.chat.append(ChatMessage(role="user", content="hi"), scope=U1)
+    store.chat.append(ChatMessage(role="user", content="hi"), scope=U2)
     store.clear(U1)
-    assert store.count(scope=U1) == 0 and store.recent_messages(scope=U1) == []
-    assert store.count(scope=U2) == 1 and len(store.recent_messages(scope=U2)) == 1
+    assert store.memories.count(scope=U1) == 0 and store.chat.recent(scope=U1) == []
+    assert store.memories.count(scope=U2) == 1 and len(store.chat.recent(scope=U2)) == 1
     store.add(Memory(content="c"), scope=Scope(user_id="u2", conversation_id="c9"))
     store.clear(Scope.any(user_id="u2"))
-    assert store.count(scope=Scope.any()) == 0
+    assert store.memories.count(scope=Scope.any()) == 0
 
 
 def test_wide_scope_cannot_be_written(store) -> None:
@@ -189,7 +212,7 @@ def test_search_threshold_categories_and_vectors(store) -> None:
 def test_numpy_path_matches_core_top_k(store, monkeypatch) -> None:
     rng = np.random.default_rng(7)
     vectors = rng.standard_normal((300, 16)).astype(np.float32)
-    store.add_many([Memory(content=f"row {i}") for i in range(300)], scope=U1, embeddings=vectors)
+    store.memories.add_many([Memory(content=f"row {i}") for i in range(300)], scope=U1, embeddings=vectors)
     q = rng.standard_normal(16).astype(np.float32)
     core = store.search(q, scope=U1, k=10)
     monkeypatch.setattr(matrix_module, "CORE_TOP_K_MAX", 0)
@@ -209,7 +232,7 @@ def test_wrong_embedding_dimension(store) -> None:
     with pytest.raises(StoreError, match="embedder"):
         store.search("text embedded with the 256-d default", scope=U1)
     with pytest.raises(InvalidInputError, match="embeddings"):
-        store.add_many([Memory(content="c"), Memory(content="d")], scope=U1, embeddings=[unit(3, 16)])
+        store.memories.add_many([Memory(content="c"), Memory(content="d")], scope=U1, embeddings=[unit(3, 16)])
 
 
 # --- typed memories ----------------------------------------------------------------------
@@ -227,7 +250,7 @@ def test_category_defaults_and_min_confidence(store) -> None:
     with pytest.raises(InvalidInputError, match="category"):
         store.add(Memory(category="rumour", content="x"), scope=U1)
     with pytest.raises(InvalidInputError, match="rejected"):  # the whole batch is refused
-        store.add_many([Memory(content="ok"), Memory(content="bad", confidence=0.1)], scope=U1)
+        store.memories.add_many([Memory(content="ok"), Memory(content="bad", confidence=0.1)], scope=U1)
     assert store.get(store.add(Memory(content="ok"), scope=U1), scope=U1).merged == 0
 
 
@@ -237,25 +260,25 @@ def test_expired_memories_move_to_the_archive(store) -> None:
     mid = store.add(Memory(category="error", content="timeout on the staging API", created_at=old), scope=U1)
     assert store.get(mid, scope=U1) is None
     assert [h.id for h in store.search("timeout staging", scope=U1)] == [keep]
-    assert store.archive_expired(scope=U1) == 1
-    archived = store.archived(scope=U1)
+    assert store.archive.expire(scope=U1) == 1
+    archived = store.archive.all(scope=U1)
     assert [(m.id, m.status, m.archived_reason) for m in archived] == [(mid, "archived", "expired")]
-    assert store.get_archived(mid, scope=U1).content == "timeout on the staging API"
-    assert store.archived(scope=U2) == []
+    assert store.archive.get(mid, scope=U1).content == "timeout on the staging API"
+    assert store.archive.all(scope=U2) == []
     # the next write in the scope archives what expired on the way
     gone = store.add(Memory(category="error", content="disk full", created_at=old), scope=U1)
     store.add(Memory(content="a fact"), scope=U1)
-    assert store.get_archived(gone, scope=U1).archived_reason == "expired"
+    assert store.archive.get(gone, scope=U1).archived_reason == "expired"
 
 
 def test_supersede_and_archive(store) -> None:
     old = store.add(Memory(category="decision", content="Deploy on Fridays"), scope=U1)
-    new = store.supersede(old, Memory(category="decision", content="Never deploy on Fridays"), scope=U1)
+    new = store.memories.supersede(old, Memory(category="decision", content="Never deploy on Fridays"), scope=U1)
     assert store.get(old, scope=U1) is None and store.get(new, scope=U1) is not None
-    gone = store.get_archived(old, scope=U1)
+    gone = store.archive.get(old, scope=U1)
     assert gone.archived_reason == "superseded" and gone.superseded_by == new
-    assert store.archive(new, scope=U1) and not store.archive(new, scope=U1)
-    assert store.delete(store.add(Memory(content="tmp"), scope=U1), scope=U1)
+    assert store.archive.move(new, scope=U1) and not store.archive.move(new, scope=U1)
+    assert store.memories.delete(store.add(Memory(content="tmp"), scope=U1), scope=U1)
 
 
 def test_near_duplicates_merge(store) -> None:
@@ -263,33 +286,33 @@ def test_near_duplicates_merge(store) -> None:
     near = base + 0.01 * unit(12)
     a = store.add(Memory(content="Office opens at 9", tags=["office"]), scope=U1, embedding=base)
     b = store.add(Memory(content="The office opens at 9.", tags=["hours"], confidence=0.9), scope=U1, embedding=near)
-    assert a == b and store.count(scope=U1) == 1
+    assert a == b and store.memories.count(scope=U1) == 1
     merged = store.get(a, scope=U1)
     assert merged.tags == ["office", "hours"] and merged.merged == 1 and merged.content == "Office opens at 9"
     # another category or another scope does not merge
     assert store.add(Memory(content="Office opens at 9 (decided)", category="decision"), scope=U1, embedding=near) != a
     assert store.add(Memory(content="The office opens at 9.", tags=["hours"]), scope=U2, embedding=near) != ""
-    assert store.count(scope=U2) == 1
+    assert store.memories.count(scope=U2) == 1
     # within one batch, with merge=True
-    ids = store.add_many(
+    ids = store.memories.add_many(
         [Memory(content="Logs are kept"), Memory(content="The logs are kept")], scope=U2,
         embeddings=[unit(20), unit(20) + 1e-3], merge=True,
     )
     assert ids[0] == ids[1]
     # merge=False keeps both
-    ids = store.add_many([Memory(content="y1"), Memory(content="y2")], scope=U2, embeddings=[unit(30), unit(30)])
+    ids = store.memories.add_many([Memory(content="y1"), Memory(content="y2")], scope=U2, embeddings=[unit(30), unit(30)])
     assert ids[0] != ids[1]
 
 
 def test_effectiveness_tracking(store) -> None:
     mid = store.add(Memory(category="learning", content="Use the staging key"), scope=U1)
-    store.record_application(mid, scope=U1, success=True)
-    m = store.record_application(mid, scope=U1, success=False)
+    store.memories.record_application(mid, scope=U1, success=True)
+    m = store.memories.record_application(mid, scope=U1, success=False)
     assert (m.effectiveness.applications, m.effectiveness.successes) == (2, 1)
     assert m.effectiveness.score == pytest.approx(0.5) and m.effectiveness.last_applied is not None
     assert store.get(mid, scope=U1).effectiveness == m.effectiveness
     with pytest.raises(StoreError, match="no memory"):
-        store.record_application("nope", scope=U1, success=True)
+        store.memories.record_application("nope", scope=U1, success=True)
 
 
 def test_yaml_export_import_round_trip(store, tmp_path) -> None:
@@ -302,37 +325,37 @@ def test_yaml_export_import_round_trip(store, tmp_path) -> None:
         Memory(category="preference", content="Short answers", confidence=0.5),
     ]
     ids = [store.add(m, scope=U1) for m in memories]
-    store.record_application(ids[2], scope=U1, success=True)
-    paths = store.export_yaml(tmp_path / "out", scope=U1)
+    store.memories.record_application(ids[2], scope=U1, success=True)
+    paths = store.memories.export_yaml(tmp_path / "out", scope=U1)
     assert sorted(p.name for p in paths) == sorted(
         ["facts.yaml", "decisions.yaml", "learnings.yaml", "errors.yaml", "preferences.yaml"]
     )
-    assert store.import_yaml(tmp_path / "out", scope=U2) == ids
-    assert store.memories(scope=U2) == store.memories(scope=U1)
-    store.export_yaml(tmp_path / "again", scope=U2)
+    assert store.memories.import_yaml(tmp_path / "out", scope=U2) == ids
+    assert store.memories.all(scope=U2) == store.memories.all(scope=U1)
+    store.memories.export_yaml(tmp_path / "again", scope=U2)
     for p in paths:
         assert (tmp_path / "again" / p.name).read_bytes() == p.read_bytes()
-    assert store.import_yaml(tmp_path / "out", scope=U2) == ids  # idempotent
-    assert store.count(scope=U2) == 5
+    assert store.memories.import_yaml(tmp_path / "out", scope=U2) == ids  # idempotent
+    assert store.memories.count(scope=U2) == 5
 
 
 # --- tiers --------------------------------------------------------------------------------
 
 
 def test_short_term_and_working_memory(store) -> None:
-    store.append_messages([{"role": "user", "content": f"message {i}"} for i in range(30)], scope=U1)
-    last = store.recent_messages(scope=U1, n=5)
+    store.chat.extend([{"role": "user", "content": f"message {i}"} for i in range(30)], scope=U1)
+    last = store.chat.recent(scope=U1, n=5)
     assert [m.content for m in last] == [f"message {i}" for i in range(25, 30)]
     assert all(m.tokens > 0 and m.timestamp for m in last)
-    assert store.recent_messages(scope=U2) == []
-    assert store.get_working(scope=U1) == WorkingMemory()
-    wm = store.update_working(scope=U1, add_entities=["Berlin", "Anna"], add_goals=["book room"], add_questions=["when?"])
-    wm = store.update_working(scope=U1, add_entities=["Berlin"], resolve_questions=["when?"], state={"step": 2})
+    assert store.chat.recent(scope=U2) == []
+    assert store.working.get(scope=U1) == WorkingMemory()
+    wm = store.working.update(scope=U1, add_entities=["Berlin", "Anna"], add_goals=["book room"], add_questions=["when?"])
+    wm = store.working.update(scope=U1, add_entities=["Berlin"], resolve_questions=["when?"], state={"step": 2})
     assert (wm.entities, wm.goals, wm.pending_questions, wm.state) == (["Berlin", "Anna"], ["book room"], [], {"step": 2})
-    assert store.get_working(scope=U1).entities == ["Berlin", "Anna"]
-    assert store.get_working(scope=U2).entities == []
-    store.set_working(WorkingMemory(goals=["x"]), scope=U1)
-    assert store.get_working(scope=U1).goals == ["x"]
+    assert store.working.get(scope=U1).entities == ["Berlin", "Anna"]
+    assert store.working.get(scope=U2).entities == []
+    store.working.set(WorkingMemory(goals=["x"]), scope=U1)
+    assert store.working.get(scope=U1).goals == ["x"]
 
 
 def test_episodes_and_tiers_facade(store) -> None:
@@ -341,7 +364,7 @@ def test_episodes_and_tiers_facade(store) -> None:
     tiers.record_episode("User said hello", 0.1)
     tiers.record_episode("Customer signed the contract", 0.7)
     assert [e.significance for e in tiers.episodic()] == [0.9, 0.7, 0.1]
-    assert [e.content for e in store.episodes(scope=U1, min_significance=0.5)] == [
+    assert [e.content for e in store.episodes.all(scope=U1, min_significance=0.5)] == [
         "Deployment failed and was rolled back", "Customer signed the contract"
     ]
     recalled = tiers.episodic("the deployment rollback", k=1)
@@ -353,39 +376,39 @@ def test_episodes_and_tiers_facade(store) -> None:
     assert tiers.working.goals == ["ship"]
     store.add(Memory(content="The deploy window is Tuesday"), scope=U1)
     assert tiers.long_term("deploy window", threshold=0.0)[0].content == "The deploy window is Tuesday"
-    assert store.episodes(scope=U2) == []
+    assert store.episodes.all(scope=U2) == []
     with pytest.raises(InvalidInputError, match="significance"):
-        store.add_episode(Episode(content="x", significance=2), scope=U1)
+        store.episodes.add(Episode(content="x", significance=2), scope=U1)
 
 
 # --- caches -------------------------------------------------------------------------------
 
 
 def test_caches(store) -> None:
-    assert store.get_summary("h1", 50) is None
-    store.put_summary("h1", 50, "short", tokens=3)
-    store.put_summary("h1", 50, "shorter", tokens=2)
-    assert store.get_summary("h1", 50) == "shorter" and store.get_summary("h1", 60) is None
-    store.put_compaction("c1", 0, 10, 1, "abc", "ten messages in one", 5)
-    got = store.get_compaction("c1", 0, 10, 1, "abc")
+    assert store.caches.get_summary("h1", 50) is None
+    store.caches.put_summary("h1", 50, "short", tokens=3)
+    store.caches.put_summary("h1", 50, "shorter", tokens=2)
+    assert store.caches.get_summary("h1", 50) == "shorter" and store.caches.get_summary("h1", 60) is None
+    store.caches.put_compaction("c1", 0, 10, 1, "abc", "ten messages in one", 5)
+    got = store.caches.get_compaction("c1", 0, 10, 1, "abc")
     assert (got.summary, got.tokens) == ("ten messages in one", 5)
-    assert store.get_compaction("c1", 0, 11, 1, "abc") is None and len(store.compactions("c1")) == 1
+    assert store.caches.get_compaction("c1", 0, 11, 1, "abc") is None and len(store.caches.compactions("c1")) == 1
     vectors = np.stack([unit(1, 8), unit(2, 8)])
-    store.put_embeddings(["a", "b"], "minilm", vectors)
-    found = store.get_embeddings(["a", "b", "c"], "minilm")
+    store.caches.put_embeddings(["a", "b"], "minilm", vectors)
+    found = store.caches.get_embeddings(["a", "b", "c"], "minilm")
     assert set(found) == {"a", "b"} and np.array_equal(found["b"], vectors[1])
-    assert store.get_embeddings(["a"], "other") == {}
-    cache = store.embedding_cache("minilm")
+    assert store.caches.get_embeddings(["a"], "other") == {}
+    cache = store.caches.embedding_cache("minilm")
     cache.put_many({"z": unit(3, 8)})
     assert np.array_equal(cache.get_many(["z"])["z"], unit(3, 8))
-    store.memo_set("ns", ("k", 1), {"v": [1, 2]})
-    assert store.memo_get("ns", ("k", 1)) == {"v": [1, 2]} and store.memo_get("ns", "other", 7) == 7
-    store.memo_set("ns", "short", "gone soon", ttl=0.05)
+    store.caches.memo_set("ns", ("k", 1), {"v": [1, 2]})
+    assert store.caches.memo_get("ns", ("k", 1)) == {"v": [1, 2]} and store.caches.memo_get("ns", "other", 7) == 7
+    store.caches.memo_set("ns", "short", "gone soon", ttl=0.05)
     time.sleep(0.1)
-    assert store.memo_get("ns", "short") is None and store.memo_purge() == 1
+    assert store.caches.memo_get("ns", "short") is None and store.caches.memo_purge() == 1
     calls = []
 
-    @store.memoize("square", ttl=60)
+    @store.caches.memoize("square", ttl=60)
     def square(x: int) -> int:
         calls.append(x)
         return x * x
@@ -397,7 +420,7 @@ def test_caches(store) -> None:
 
 
 def test_iteration_records(store) -> None:
-    log = store.iterations(scope=U1, log="task")
+    log = store.iterations.log(scope=U1, log="task")
     log.record_call(ToolCallRecord(tool="search", params={"q": "x"}, raw_output="y" * 5000, relevance="low",
                                    outcome="nothing"))
     log.record_call(tool="read_file", params={"path": "a.py"}, relevance="high", learning="a.py holds the bug")
@@ -418,7 +441,7 @@ def test_iteration_records(store) -> None:
     assert not log.is_stuck()
     log.end_iteration("still no luck", "stuck")
     assert log.is_stuck() and "no progress for 3 iterations" in log.recovery_prompt()
-    assert store.iterations(scope=U2, log="task").calls() == []
+    assert store.iterations.log(scope=U2, log="task").calls() == []
     with pytest.raises(InvalidInputError, match="progress"):
         log.end_iteration("?", "sideways")
 
@@ -429,23 +452,23 @@ def test_iteration_records(store) -> None:
 def test_agent_messages(store) -> None:
     fleet = Scope(user_id="team")
     now = time.time()
-    store.send_message(AgentMessage(source="planner", target="coder", content="low", priority=0.2, session_id="s1"), scope=fleet)
-    store.send_message(AgentMessage(source="planner", target="coder", content="urgent", priority=0.9, session_id="s1"), scope=fleet)
-    store.send_message(AgentMessage(source="planner", target="coder", content="old", ttl_seconds=5, created_at=now - 10,
+    store.agent_messages.send(AgentMessage(source="planner", target="coder", content="low", priority=0.2, session_id="s1"), scope=fleet)
+    store.agent_messages.send(AgentMessage(source="planner", target="coder", content="urgent", priority=0.9, session_id="s1"), scope=fleet)
+    store.agent_messages.send(AgentMessage(source="planner", target="coder", content="old", ttl_seconds=5, created_at=now - 10,
                                     session_id="s1"), scope=fleet)
-    store.send_message(AgentMessage(source="planner", target="coder", content="other session", session_id="s2",
+    store.agent_messages.send(AgentMessage(source="planner", target="coder", content="other session", session_id="s2",
                                     parent_task="t1", metadata={"k": 1}), scope=fleet)
-    store.send_message(AgentMessage(source="planner", target="tester", content="for tester"), scope=fleet)
-    assert [m.content for m in store.query_by_target("coder", scope=fleet, session_id="s1")] == ["urgent", "low"]
-    assert len(store.query_by_target("coder", scope=fleet)) == 3
-    assert len(store.query_by_target("coder", scope=fleet, include_expired=True)) == 4
-    assert store.query_by_target("coder", scope=U1) == []
-    other = store.query_by_target("coder", scope=fleet, session_id="s2")[0]
+    store.agent_messages.send(AgentMessage(source="planner", target="tester", content="for tester"), scope=fleet)
+    assert [m.content for m in store.agent_messages.query_by_target("coder", scope=fleet, session_id="s1")] == ["urgent", "low"]
+    assert len(store.agent_messages.query_by_target("coder", scope=fleet)) == 3
+    assert len(store.agent_messages.query_by_target("coder", scope=fleet, include_expired=True)) == 4
+    assert store.agent_messages.query_by_target("coder", scope=U1) == []
+    other = store.agent_messages.query_by_target("coder", scope=fleet, session_id="s2")[0]
     assert (other.parent_task, other.metadata, other.type) == ("t1", {"k": 1}, "node.message")
-    assert [m.content for m in store.messages_in_session("s1", scope=fleet)] == ["low", "urgent"]
-    assert store.purge_expired_messages() == 1
+    assert [m.content for m in store.agent_messages.in_session("s1", scope=fleet)] == ["low", "urgent"]
+    assert store.agent_messages.purge_expired() == 1
     with pytest.raises(InvalidInputError, match="priority"):
-        store.send_message(AgentMessage(source="a", target="b", content="x", priority=1.5), scope=fleet)
+        store.agent_messages.send(AgentMessage(source="a", target="b", content="x", priority=1.5), scope=fleet)
 
 
 # --- ConversationStore ----------------------------------------------------------------------
@@ -457,7 +480,7 @@ def test_conversation_store(store) -> None:
     conversations.add_messages("c1", [{"role": "assistant", "content": "hi, how can I help?"}])
     conversations.add_message("c2", "user", "another conversation")
     store.add(Memory(content="c1 fact"), scope=conversations.scope("c1"))
-    store.put_compaction("c1", 0, 2, 1, "h", "greeting", 1, scope=conversations.scope("c1"))
+    store.caches.put_compaction("c1", 0, 2, 1, "h", "greeting", 1, scope=conversations.scope("c1"))
     stats = conversations.get_conversation_stats("c1")
     assert (stats.messages, stats.by_role, stats.memories, stats.summaries) == (2, {"user": 1, "assistant": 1}, 1, 1)
     assert stats.tokens > 0 and stats.first_message_at <= stats.last_message_at
@@ -534,11 +557,11 @@ def test_embedder_cache_persists_in_the_store(tmp_path) -> None:
 
     texts = ["the Berlin office opens at 9", "Maria's flight lands at 14:05"]
     with SqliteStore(tmp_path / "cache.db") as store:
-        first = Embedder(cache=store.embedding_cache("all-MiniLM-L6-v2"))
+        first = Embedder(cache=store.caches.embedding_cache("all-MiniLM-L6-v2"))
         vectors = first.embed(texts)
         assert first.stats.cache_hits == 0
     with SqliteStore(tmp_path / "cache.db") as store:
-        second = Embedder(cache=store.embedding_cache("all-MiniLM-L6-v2"))
+        second = Embedder(cache=store.caches.embedding_cache("all-MiniLM-L6-v2"))
         again = second.embed(texts)
         assert second.stats.cache_hits == len(texts) and second.stats.tokens_encoded == 0
     np.testing.assert_array_equal(vectors, again)

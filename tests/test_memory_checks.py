@@ -180,24 +180,24 @@ def write(store, model: Model, scope: Scope, kind: str, c: int, n: int) -> None:
         mid = store.add(Memory(category="fact", content=CONTENTS[c], metadata=meta), scope=scope)
         model.rows.add(("memory", owner, mid))
     elif kind == "chat":
-        store.append_message(ChatMessage(role="user", content=CONTENTS[c], metadata=meta), scope=scope)
+        store.chat.append(ChatMessage(role="user", content=CONTENTS[c], metadata=meta), scope=scope)
         model.rows.add(("chat", owner, str(n)))
     elif kind == "working":
         entity = f"{owner}#{n}"
-        store.update_working(scope=scope, add_entities=[entity])
+        store.working.update(scope=scope, add_entities=[entity])
         model.rows.add(("working", owner, "working"))  # one row per scope
         model.entities.setdefault(owner, set()).add(entity)
     elif kind == "episode":
-        eid = store.add_episode(Episode(content=f"{CONTENTS[c]} (event {n})", significance=0.7, metadata=meta), scope=scope)
+        eid = store.episodes.add(Episode(content=f"{CONTENTS[c]} (event {n})", significance=0.7, metadata=meta), scope=scope)
         model.rows.add(("episode", owner, eid))
     elif kind == "message":
-        mid = store.send_message(
+        mid = store.agent_messages.send(
             AgentMessage(source="planner", target="worker", content=CONTENTS[c], session_id="s1", metadata=meta),
             scope=scope,
         )
         model.rows.add(("message", owner, mid))
     else:
-        store.iterations(scope=scope).record_call(tool="search", params=meta, raw_output=CONTENTS[c])
+        store.iterations.log(scope=scope).record_call(tool="search", params=meta, raw_output=CONTENTS[c])
         model.rows.add(("call", owner, str(n)))
 
 
@@ -211,8 +211,8 @@ def check_reads(store, model: Model, reader: Scope, queries: list[str]) -> None:
         assert got == sorted(model.keyed(reader, kind)), f"{what}: {kind} records"
 
     # typed memories: list, count, search, get, archive
-    same(store.memories(scope=reader), "memory", lambda m: m.id)
-    assert store.count(scope=reader) == len(model.keyed(reader, "memory")), f"{what}: count()"
+    same(store.memories.all(scope=reader), "memory", lambda m: m.id)
+    assert store.memories.count(scope=reader) == len(model.keyed(reader, "memory")), f"{what}: count()"
     for q in queries:
         # no threshold and k above the scope's size: every memory of the scope, once
         same(store.search(q, scope=reader, k=100), "memory", lambda m: m.id)
@@ -225,19 +225,19 @@ def check_reads(store, model: Model, reader: Scope, queries: list[str]) -> None:
         else:
             assert m.id == mid
             assert owner_of(m) in visible, f"{what}: get({mid}) returned the copy of {owner_of(m)}"
-        assert store.get_archived(mid, scope=reader) is None
-    assert store.archived(scope=reader) == []
+        assert store.archive.get(mid, scope=reader) is None
+    assert store.archive.all(scope=reader) == []
 
     # short-term, episodic, agent messages
-    same(store.recent_messages(scope=reader, n=10_000), "chat", lambda m: str(m.metadata["n"]))
-    same(store.episodes(scope=reader), "episode", lambda e: e.id)
-    same(store.recall_episodes(queries[0], scope=reader, k=100), "episode", lambda e: e.id)
-    same(store.query_by_target("worker", scope=reader), "message", lambda m: m.id)
-    same(store.messages_in_session("s1", scope=reader), "message", lambda m: m.id)
+    same(store.chat.recent(scope=reader, n=10_000), "chat", lambda m: str(m.metadata["n"]))
+    same(store.episodes.all(scope=reader), "episode", lambda e: e.id)
+    same(store.episodes.recall(queries[0], scope=reader, k=100), "episode", lambda e: e.id)
+    same(store.agent_messages.query_by_target("worker", scope=reader), "message", lambda m: m.id)
+    same(store.agent_messages.in_session("s1", scope=reader), "message", lambda m: m.id)
 
     if reader.exact:  # working memory and iteration logs are read in one exact scope
-        assert set(store.get_working(scope=reader).entities) == model.entities.get(reader.values(), set())
-        calls = store.iterations(scope=reader).calls()
+        assert set(store.working.get(scope=reader).entities) == model.entities.get(reader.values(), set())
+        calls = store.iterations.log(scope=reader).calls()
         for call in calls:
             assert tuple(call.params["scope"]) == reader.values(), f"{what}: a tool call crossed the scope"
         assert sorted(str(call.params["n"]) for call in calls) == sorted(k for _, k in model.keyed(reader, "call"))
@@ -284,7 +284,7 @@ def test_isolation_no_read_crosses_a_scope(backend: Backend) -> None:
                 check_reads(reader if i % 2 == 0 else writer, model, scope, queries[:1])
 
         writer.clear(everything)
-        assert reader.count(scope=everything) == 0
+        assert reader.memories.count(scope=everything) == 0
 
     try:
         run()
@@ -320,15 +320,15 @@ def failing_memory_insert(store):
     """Make the store's next INSERT of a memory fail inside its write transaction,
     after the scope row and the dimension were written. (Bad input never gets
     that far: it is refused before the transaction starts.)"""
-    real = store._sql
+    real = store.backend.sql
 
     def sql(text: str) -> str:
         if text.lstrip().startswith("INSERT INTO memories"):
-            del store._sql
+            del store.backend.sql
             raise InjectedFailure("a failure inside the transaction")
         return real(text)
 
-    store._sql = sql
+    store.backend.sql = sql
 
 
 def test_failed_write_leaves_no_stale_scope(backend: Backend) -> None:
@@ -344,9 +344,9 @@ def test_failed_write_leaves_no_stale_scope(backend: Backend) -> None:
             store.add(Memory(content="first note"), scope=alice, embedding=unit(rng))
         other.add(Memory(content="bob's bank PIN is 4711"), scope=bob, embedding=unit(rng))
         store.add(Memory(content="alice likes jazz"), scope=alice, embedding=unit(rng))
-        assert [m.content for m in other.memories(scope=bob)] == ["bob's bank PIN is 4711"]
+        assert [m.content for m in other.memories.all(scope=bob)] == ["bob's bank PIN is 4711"]
         assert [m.content for m in store.search(unit(rng), scope=alice, k=5)] == ["alice likes jazz"]
-        assert [m.content for m in other.memories(scope=alice)] == ["alice likes jazz"]
+        assert [m.content for m in other.memories.all(scope=alice)] == ["alice likes jazz"]
 
 
 def test_failed_first_write_leaves_no_stale_dimension(backend: Backend) -> None:
@@ -360,7 +360,7 @@ def test_failed_first_write_leaves_no_stale_dimension(backend: Backend) -> None:
             store.add(Memory(content="first"), scope=scope, embedding=np.ones(DIM))
         other.add(Memory(content="sixteen"), scope=scope, embedding=np.ones(16))  # the store is 16-dim now
         with pytest.raises(StoreError):
-            store.add_many([Memory(content="thirty-two")], scope=scope, embeddings=np.ones((1, DIM)))
+            store.memories.add_many([Memory(content="thirty-two")], scope=scope, embeddings=np.ones((1, DIM)))
         assert [m.content for m in other.search(np.ones(16), scope=scope.widen(), k=5)] == ["sixteen"]
 
 
@@ -569,7 +569,7 @@ def test_sigkill_loses_no_returned_write(backend: Backend) -> None:
         scope = Scope(user_id="durability")
         missing = [mid for mid in printed if store.get(mid, scope=scope) is None]
         assert not missing, f"{len(missing)} of {len(printed)} returned writes lost, e.g. {missing[:3]}"
-        assert store.count(scope=scope) >= len(set(printed))
+        assert store.memories.count(scope=scope) >= len(set(printed))
         store.add(Memory(content="after the kills"), scope=scope, embedding=unit(np.random.default_rng()))
     if backend.name == "sqlite":
         check_sqlite_file(backend.location)
@@ -604,8 +604,8 @@ def test_two_concurrent_writers_lose_nothing(backend: Backend) -> None:
     assert not set(ids[0]) & set(ids[1])
     scope = Scope(user_id="durability")
     with backend.open() as store:
-        assert store.count(scope=scope) == 2000
-        assert {m.id for m in store.memories(scope=scope)} == set(ids[0]) | set(ids[1])
+        assert store.memories.count(scope=scope) == 2000
+        assert {m.id for m in store.memories.all(scope=scope)} == set(ids[0]) | set(ids[1])
     if backend.name == "sqlite":
         check_sqlite_file(backend.location)
     print(f"{backend.name}: 2 x 1000 concurrent adds in {elapsed:.2f} s")
@@ -620,7 +620,7 @@ def open_and_use(path: str) -> None:
     """Open a store at ``path`` and read and write it: whatever is wrong must surface."""
     with SqliteStore(path) as store:
         scope = Scope(user_id="u")
-        store.count(scope=scope)
+        store.memories.count(scope=scope)
         store.search("anything", scope=scope, k=3)
         store.add(Memory(content="a memory"), scope=scope)
 
@@ -643,7 +643,7 @@ def test_non_sqlite_file(tmp_path: Path, content: bytes) -> None:
 def _filled_store(path: Path) -> None:
     rng = np.random.default_rng(0)
     with SqliteStore(path) as store:
-        store.add_many(
+        store.memories.add_many(
             [Memory(content=f"memory number {i} " + "x" * 300) for i in range(200)],
             scope=Scope(user_id="u"),
             embeddings=rng.standard_normal((200, DIM)),
@@ -795,7 +795,7 @@ def test_wrong_embedding_dimension(backend: Backend) -> None:
         store.add(Memory(content="a 32-dimensional memory"), scope=scope, embedding=unit(rng, DIM))
         attempts = {
             "add": lambda: store.add(Memory(content="a 16-dimensional memory"), scope=scope, embedding=unit(rng, 16)),
-            "add_many": lambda: store.add_many(
+            "add_many": lambda: store.memories.add_many(
                 [Memory(content="x one"), Memory(content="x two")], scope=scope, embeddings=rng.standard_normal((2, 48))
             ),
             "search": lambda: store.search(unit(rng, 16), scope=scope, k=3),
@@ -810,7 +810,7 @@ def test_wrong_embedding_dimension(backend: Backend) -> None:
             assert named in message, f"{name}: {message}"
             assert SECRET not in full_error(info.value), f"{name}: the password leaks"
             assert_names_fix(message)
-        assert store.count(scope=scope.widen("user_id")) == 1, "a refused write left something behind"
+        assert store.memories.count(scope=scope.widen("user_id")) == 1, "a refused write left something behind"
 
     # reopened with an embedder of another dimension: adding and searching text refuse
     with backend.open(embedder=FixedDimEmbedder(24)) as store:
@@ -823,4 +823,4 @@ def test_wrong_embedding_dimension(backend: Backend) -> None:
             assert named in str(info.value), f"{name}: {info.value}"
             assert SECRET not in full_error(info.value)
             assert_names_fix(str(info.value))
-        assert store.count(scope=scope) == 1
+        assert store.memories.count(scope=scope) == 1

@@ -29,7 +29,7 @@ POSIX = os.name == "posix"
 
 
 def _three(store) -> list[str]:
-    return store.add_many(
+    return store.memories.add_many(
         [
             Memory(category="fact", content="Berlin office opens at 9", tags=["office"]),
             Memory(
@@ -43,7 +43,7 @@ def _three(store) -> list[str]:
 
 def _export_three(store, tmp_path: Path) -> bytes:
     _three(store)
-    (path,) = store.export_yaml(tmp_path / "out", scope=U1)
+    (path,) = store.memories.export_yaml(tmp_path / "out", scope=U1)
     assert path.name == "facts.yaml"
     return path.read_bytes()
 
@@ -54,7 +54,7 @@ def _by_id(memories: list[Memory]) -> list[Memory]:
 
 def _import_refused(store, directory: Path, match: str = "facts.yaml") -> StoreError:
     with pytest.raises(StoreError, match=match) as info:
-        store.import_yaml(directory, scope=U2)
+        store.memories.import_yaml(directory, scope=U2)
     assert "Fix:" in str(info.value) and "nothing was imported" in str(info.value)
     return info.value
 
@@ -65,9 +65,9 @@ def test_format_is_readable_yaml_with_count_and_digest(store, tmp_path) -> None:
     assert (doc["format"], doc["version"], doc["category"], doc["count"]) == ("ctxfold-memories", 2, "fact", 3)
     body = data.split(b"\nrecords:\n", 1)[1]
     assert doc["sha256"] == hashlib.sha256(body).hexdigest()
-    assert sorted(r["content"] for r in doc["records"]) == sorted(m.content for m in store.memories(scope=U1))
-    assert sorted(store.import_yaml(tmp_path / "out", scope=U2)) == sorted(m.id for m in store.memories(scope=U1))
-    assert _by_id(store.memories(scope=U2)) == _by_id(store.memories(scope=U1))
+    assert sorted(r["content"] for r in doc["records"]) == sorted(m.content for m in store.memories.all(scope=U1))
+    assert sorted(store.memories.import_yaml(tmp_path / "out", scope=U2)) == sorted(m.id for m in store.memories.all(scope=U1))
+    assert _by_id(store.memories.all(scope=U2)) == _by_id(store.memories.all(scope=U1))
 
 
 def test_every_truncation_is_refused(store, tmp_path) -> None:
@@ -79,11 +79,11 @@ def test_every_truncation_is_refused(store, tmp_path) -> None:
     for n in reversed(range(len(data))):
         os.truncate(target, n)
         with pytest.raises(StoreError, match="facts.yaml") as info:
-            store.import_yaml(cut, scope=U2)
+            store.memories.import_yaml(cut, scope=U2)
         assert "nothing was imported" in str(info.value), n
-    assert store.count(scope=U2) == 0
+    assert store.memories.count(scope=U2) == 0
     target.write_bytes(data)
-    assert len(store.import_yaml(cut, scope=U2)) == 3
+    assert len(store.memories.import_yaml(cut, scope=U2)) == 3
 
 
 def test_every_changed_byte_is_refused(tmp_path) -> None:
@@ -100,11 +100,11 @@ def test_every_changed_byte_is_refused(tmp_path) -> None:
             f.write(bytes([data[i] ^ 0x01]))
             f.flush()
             with pytest.raises(StoreError, match="facts.yaml"):
-                store.import_yaml(changed, scope=U2)
+                store.memories.import_yaml(changed, scope=U2)
             f.seek(i)
             f.write(data[i : i + 1])
     assert target.read_bytes() == data
-    assert store.count(scope=U2) == 0
+    assert store.memories.count(scope=U2) == 0
     store.close()
 
 
@@ -141,41 +141,41 @@ def test_changed_files_are_refused_with_the_reason(store, tmp_path) -> None:
     path.unlink()
     (d / "decisions.yaml").write_bytes(data)
     assert "category 'fact'" in str(_import_refused(store, d, match="decisions.yaml"))
-    assert store.count(scope=U2) == 0
+    assert store.memories.count(scope=U2) == 0
 
 
 def test_import_is_all_or_nothing_across_files(store, tmp_path) -> None:
-    store.add_many([Memory(category="fact", content="f1"), Memory(category="decision", content="d1")], scope=U1)
-    paths = store.export_yaml(tmp_path / "out", scope=U1)
+    store.memories.add_many([Memory(category="fact", content="f1"), Memory(category="decision", content="d1")], scope=U1)
+    paths = store.memories.export_yaml(tmp_path / "out", scope=U1)
     assert sorted(p.name for p in paths) == ["decisions.yaml", "facts.yaml"]
     decisions = tmp_path / "out" / "decisions.yaml"
     decisions.write_bytes(decisions.read_bytes()[:-5])
     _import_refused(store, tmp_path / "out", match="decisions.yaml")
-    assert store.count(scope=U2) == 0
+    assert store.memories.count(scope=U2) == 0
 
 
 def test_previous_format_is_refused_unless_verify_is_off(store, tmp_path) -> None:
     _three(store)
     old = tmp_path / "old"
     old.mkdir()
-    records = [msgspec.to_builtins(m) for m in store.memories(scope=U1)]
+    records = [msgspec.to_builtins(m) for m in store.memories.all(scope=U1)]
     for r in records:
         for name in ("score", "status", "archived_reason", "archived_at", "superseded_by"):
             r.pop(name)
     (old / "facts.yaml").write_bytes(msgspec.yaml.encode(records))  # how the previous version wrote it
     message = str(_import_refused(store, old))
     assert "no record count and digest" in message and "export_yaml" in message and "verify=False" in message
-    assert store.count(scope=U2) == 0
-    assert len(store.import_yaml(old, scope=U2, verify=False)) == 3
-    assert _by_id(store.memories(scope=U2)) == _by_id(store.memories(scope=U1))
+    assert store.memories.count(scope=U2) == 0
+    assert len(store.memories.import_yaml(old, scope=U2, verify=False)) == 3
+    assert _by_id(store.memories.all(scope=U2)) == _by_id(store.memories.all(scope=U1))
 
 
 def test_verify_off_imports_an_edited_export(store, tmp_path) -> None:
     data = _export_three(store, tmp_path)
     (tmp_path / "out" / "facts.yaml").write_bytes(data.replace(b"opens at 9", b"opens at 8"))
     _import_refused(store, tmp_path / "out")
-    store.import_yaml(tmp_path / "out", scope=U2, verify=False)
-    assert "Berlin office opens at 8" in [m.content for m in store.memories(scope=U2)]
+    store.memories.import_yaml(tmp_path / "out", scope=U2, verify=False)
+    assert "Berlin office opens at 8" in [m.content for m in store.memories.all(scope=U2)]
 
 
 def _can_symlink(tmp_path: Path) -> bool:
@@ -190,14 +190,14 @@ def _can_symlink(tmp_path: Path) -> bool:
 def test_planted_symlink_is_not_followed(store, tmp_path) -> None:
     if not _can_symlink(tmp_path):
         pytest.skip("this platform or account cannot create symbolic links")
-    store.add_many([Memory(category="fact", content="f1"), Memory(category="decision", content="d1")], scope=U1)
+    store.memories.add_many([Memory(category="fact", content="f1"), Memory(category="decision", content="d1")], scope=U1)
     out = tmp_path / "out"
     out.mkdir()
     victim = tmp_path / "victim.txt"
     victim.write_bytes(b"precious")
     (out / "facts.yaml").symlink_to(victim)
     with pytest.raises(StoreError, match="facts.yaml.*symbolic link.*Fix:"):
-        store.export_yaml(out, scope=U1)
+        store.memories.export_yaml(out, scope=U1)
     assert victim.read_bytes() == b"precious" and (out / "facts.yaml").is_symlink()
     assert sorted(p.name for p in out.iterdir()) == ["facts.yaml"]  # nothing written, no temporary left
 
@@ -212,7 +212,7 @@ def test_symlink_raced_in_after_the_check_is_replaced_not_followed(store, tmp_pa
     victim.write_bytes(b"precious")
     (out / "facts.yaml").symlink_to(victim)
     monkeypatch.setattr(export_module, "_check_target", lambda path: None)  # as if planted after the check
-    store.export_yaml(out, scope=U1)
+    store.memories.export_yaml(out, scope=U1)
     assert victim.read_bytes() == b"precious"
     assert not (out / "facts.yaml").is_symlink() and b"content: f1" in (out / "facts.yaml").read_bytes()
 
@@ -228,34 +228,34 @@ def test_planted_symlink_at_the_temporary_name_is_not_followed(store, tmp_path, 
     monkeypatch.setattr(export_module.secrets, "token_hex", lambda n: "0" * (2 * n))
     (out / f".facts.yaml.{'0' * 16}.tmp").symlink_to(victim)
     with pytest.raises(StoreError, match="facts.yaml"):
-        store.export_yaml(out, scope=U1)
+        store.memories.export_yaml(out, scope=U1)
     assert victim.read_bytes() == b"precious" and not (out / "facts.yaml").exists()
 
 
 def test_argument_types_are_checked(store, tmp_path) -> None:
     with pytest.raises(InvalidTypeError, match="directory.*Fix:"):
-        store.export_yaml(42, scope=U1)
+        store.memories.export_yaml(42, scope=U1)
     with pytest.raises(InvalidTypeError, match="directory.*Fix:"):
-        store.import_yaml(None, scope=U2)
+        store.memories.import_yaml(None, scope=U2)
     with pytest.raises(InvalidTypeError, match="verify.*Fix:"):
-        store.import_yaml(tmp_path, scope=U2, verify="no")
+        store.memories.import_yaml(tmp_path, scope=U2, verify="no")
 
 
 def test_non_regular_target_is_refused(store, tmp_path) -> None:
     store.add(Memory(category="fact", content="f1"), scope=U1)
     (tmp_path / "out" / "facts.yaml").mkdir(parents=True)
     with pytest.raises(StoreError, match="facts.yaml.*not a regular file"):
-        store.export_yaml(tmp_path / "out", scope=U1)
+        store.memories.export_yaml(tmp_path / "out", scope=U1)
 
 
 @pytest.mark.skipif(not POSIX, reason="POSIX permission bits")
 def test_files_are_private(store, tmp_path) -> None:
-    store.add_many([Memory(category="fact", content="f1"), Memory(category="decision", content="d1")], scope=U1)
+    store.memories.add_many([Memory(category="fact", content="f1"), Memory(category="decision", content="d1")], scope=U1)
     out = tmp_path / "out"
     out.mkdir()
     (out / "facts.yaml").write_bytes(b"old")
     (out / "facts.yaml").chmod(0o644)
-    for path in store.export_yaml(out, scope=U1):
+    for path in store.memories.export_yaml(out, scope=U1):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
 
 
@@ -268,7 +268,7 @@ def test_failed_write_leaves_the_old_file_and_no_temporary(store, tmp_path, monk
 
     monkeypatch.setattr(os, "fsync", full_disk)
     with pytest.raises(StoreError, match="facts.yaml.*No space left.*Fix:"):
-        store.export_yaml(tmp_path / "out", scope=U1)
+        store.memories.export_yaml(tmp_path / "out", scope=U1)
     monkeypatch.undo()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["facts.yaml"]
     assert (tmp_path / "out" / "facts.yaml").read_bytes() == data
@@ -294,7 +294,7 @@ for line in sys.stdin:
                 store = SqliteStore(spec["path"])
             else:
                 store = PostgresStore(spec["dsn"], schema=spec["schema"])
-            store.export_yaml(spec["directory"], scope=Scope(user_id=line.strip()))
+            store.memories.export_yaml(spec["directory"], scope=Scope(user_id=line.strip()))
             store.close()
         except BaseException:
             traceback.print_exc()
@@ -330,7 +330,7 @@ def _fill(store, user: str, seed: int) -> None:
         for category, n in (("fact", 60), ("decision", 20))
         for i in range(n)
     ]
-    store.add_many(memories, scope=Scope(user_id=user), embeddings=rng.standard_normal((len(memories), 256)))
+    store.memories.add_many(memories, scope=Scope(user_id=user), embeddings=rng.standard_normal((len(memories), 256)))
 
 
 @pytest.mark.slow
@@ -342,19 +342,19 @@ def test_sigkill_during_export_leaves_old_or_new_file(opener: StoreOpener, tmp_p
     names = ("facts.yaml", "decisions.yaml")
     expected: dict[str, dict[str, bytes]] = {}
     for user in ("a", "b"):
-        store.export_yaml(tmp_path / user, scope=Scope(user_id=user))
+        store.memories.export_yaml(tmp_path / user, scope=Scope(user_id=user))
         expected[user] = {name: (tmp_path / user / name).read_bytes() for name in names}
         # what the reference files hold is exactly the scope's records
-        store.import_yaml(tmp_path / user, scope=Scope(user_id="check-" + user))
+        store.memories.import_yaml(tmp_path / user, scope=Scope(user_id="check-" + user))
         for category in ("fact", "decision"):
-            got = store.memories(scope=Scope(user_id="check-" + user), category=category)
-            want = store.memories(scope=Scope(user_id=user), category=category)
+            got = store.memories.all(scope=Scope(user_id="check-" + user), category=category)
+            want = store.memories.all(scope=Scope(user_id=user), category=category)
             assert sorted((m.id, m.content) for m in got) == sorted((m.id, m.content) for m in want)
     assert all(expected["a"][n] != expected["b"][n] for n in names)
     assert len(expected["a"]["facts.yaml"]) > 1_000_000
 
     out = tmp_path / "out"
-    store.export_yaml(out, scope=Scope(user_id="a"))
+    store.memories.export_yaml(out, scope=Scope(user_id="a"))
     state = {name: "a" for name in names}  # which export each file holds
     spec = {"backend": opener.backend, "directory": str(out)}
     spec.update({"path": opener.path} if opener.backend == "sqlite" else {"dsn": opener.dsn, "schema": opener.schema})
@@ -403,8 +403,8 @@ def test_sigkill_during_export_leaves_old_or_new_file(opener: StoreOpener, tmp_p
     assert killed >= 3, f"only {killed} of {len(_KILL_DELAYS)} exports were killed before they finished"
     # The directory, stray temporary files and all, imports to exactly what each file holds.
     check = Scope(user_id="check-out")
-    store.import_yaml(out, scope=check)
+    store.memories.import_yaml(out, scope=check)
     for name, category in zip(names, ("fact", "decision")):
-        want = store.memories(scope=Scope(user_id=state[name]), category=category)
-        assert sorted(m.id for m in store.memories(scope=check, category=category)) == sorted(m.id for m in want)
+        want = store.memories.all(scope=Scope(user_id=state[name]), category=category)
+        assert sorted(m.id for m in store.memories.all(scope=check, category=category)) == sorted(m.id for m in want)
     print(f"{opener.backend}: {killed} killed, {mid_write} while a temporary file was being written")

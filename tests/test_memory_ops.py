@@ -46,8 +46,8 @@ from psycopg import sql  # noqa: E402
 from psycopg.conninfo import conninfo_to_dict  # noqa: E402
 
 from ctxfold.memory import PostgresStore  # noqa: E402
-from ctxfold.memory.postgres import _IDEMPOTENT, _MalformedDsn, _parse_dsn, _Part  # noqa: E402
-from ctxfold.memory.store import SqlStore  # noqa: E402
+from ctxfold.memory.backend import Part  # noqa: E402
+from ctxfold.memory.postgres import _MalformedDsn, _parse_dsn, _Part  # noqa: E402
 
 DIM = 16
 
@@ -318,7 +318,7 @@ def test_the_password_never_shows(pg_server, password_role, password: str) -> No
             with psycopg.connect(pg_server.dsn(db), autocommit=True) as conn:
                 conn.execute(sql.SQL("DROP TABLE {}.memories").format(sql.Identifier(schema)))
             with pytest.raises(StoreError) as driver:  # an error of the server
-                store.count(scope=scope)
+                store.memories.count(scope=scope)
             assert "missing" in str(driver.value) and store.location in str(driver.value)
             assert_never_shown(
                 [password], repr(store), store.location, full_error(dimension.value), full_error(driver.value)
@@ -386,14 +386,14 @@ def backends(pg_server, database: str) -> int:
 def lost_connections(store: PostgresStore) -> list[bool]:
     """Record every lost connection the store reports (True: while committing)."""
     seen: list[bool] = []
-    real = store._error
+    real = store.backend._error
 
     def error(e, doing, *, lost=False, commit_sent=False):
         if lost:
             seen.append(commit_sent)
         return real(e, doing, lost=lost, commit_sent=commit_sent)
 
-    store._error = error  # type: ignore[method-assign]
+    store.backend._error = error  # type: ignore[method-assign]
     return seen
 
 
@@ -427,17 +427,17 @@ def test_terminated_pool_connections_are_replaced(pg_server, pg_fresh_dsn, threa
         elapsed = time.monotonic() - t0
         assert not errors, [str(e) for e in errors]
         assert elapsed < 8, f"{elapsed:.1f} s: the adds waited for the pool's backoff"
-        assert store.count(scope=scope) == 1 + 10 * threads
+        assert store.memories.count(scope=scope) == 1 + 10 * threads
         assert len(store.search(unit(1), scope=scope, k=100)) == 1 + 10 * threads
 
 
 CALLS: list[tuple[str, Callable[[PostgresStore, Scope, int], Any]]] = [
     ("add", lambda s, sc, i: s.add(Memory(content=f"memory {i}"), scope=sc, embedding=unit(i))),
-    ("count", lambda s, sc, i: s.count(scope=sc)),
+    ("count", lambda s, sc, i: s.memories.count(scope=sc)),
     ("search", lambda s, sc, i: s.search(unit(i), scope=sc, k=3)),
-    ("append_messages", lambda s, sc, i: s.append_messages([{"role": "user", "content": f"message {i}"}], scope=sc)),
-    ("send_message", lambda s, sc, i: s.send_message(AgentMessage(source="a", target="b", content=f"m{i}"), scope=sc)),
-    ("record_application", lambda s, sc, i: s.record_application(s.memories(scope=sc)[0].id, scope=sc, success=True)),
+    ("append_messages", lambda s, sc, i: s.chat.extend([{"role": "user", "content": f"message {i}"}], scope=sc)),
+    ("send_message", lambda s, sc, i: s.agent_messages.send(AgentMessage(source="a", target="b", content=f"m{i}"), scope=sc)),
+    ("record_application", lambda s, sc, i: s.memories.record_application(s.memories.all(scope=sc)[0].id, scope=sc, success=True)),
 ]
 
 
@@ -450,7 +450,7 @@ def test_a_connection_lost_after_the_check_is_run_again(pg_server, pg_fresh_dsn)
         store.add(Memory(content="the first memory"), scope=scope, embedding=unit(0))
         lost = lost_connections(store)
         armed = [False]
-        real_check = store._check_connection
+        real_check = store.backend._check_connection
 
         def check_then_terminate(conn: Any) -> None:
             real_check(conn)
@@ -458,24 +458,24 @@ def test_a_connection_lost_after_the_check_is_run_again(pg_server, pg_fresh_dsn)
                 armed[0] = False
                 assert terminate(pg_server, pid=conn.info.backend_pid) == 1
 
-        store._check_connection = check_then_terminate  # type: ignore[method-assign]
+        store.backend._check_connection = check_then_terminate  # type: ignore[method-assign]
         for i, (name, call) in enumerate(CALLS, start=1):
             armed[0] = True
             lost.clear()
             call(store, scope, i)
             assert not armed[0], f"{name}: no connection was handed out"
             assert lost == [False], f"{name}: expected one connection lost before committing, got {lost}"
-        assert store.count(scope=scope) == 2
-        assert [m.content for m in store.recent_messages(scope=scope)] == ["message 4"]
-        assert len(store.query_by_target("b", scope=scope)) == 1
-        assert store.memories(scope=scope)[0].effectiveness.applications == 1
+        assert store.memories.count(scope=scope) == 2
+        assert [m.content for m in store.chat.recent(scope=scope)] == ["message 4"]
+        assert len(store.agent_messages.query_by_target("b", scope=scope)) == 1
+        assert store.memories.all(scope=scope)[0].effectiveness.applications == 1
 
 
 @contextlib.contextmanager
 def terminated_while_committing(store: PostgresStore, pg_server) -> Any:
     """The next write transaction loses its connection after its last statement,
     as its COMMIT is sent: whether it committed is unknown to the client."""
-    real = store._transaction
+    real = store.backend.transaction
     armed = [True]
 
     @contextlib.contextmanager
@@ -486,11 +486,11 @@ def terminated_while_committing(store: PostgresStore, pg_server) -> Any:
                 armed[0] = False
                 terminate(pg_server, pid=cur.connection.info.backend_pid)
 
-    store._transaction = transaction  # type: ignore[method-assign]
+    store.backend.transaction = transaction  # type: ignore[method-assign]
     try:
         yield armed
     finally:
-        del store._transaction
+        del store.backend.transaction
 
 
 @pytest.mark.parametrize(("name", "repeated"), [("add", True), ("append_messages", False), ("send_message", False),
@@ -513,15 +513,27 @@ def test_a_connection_lost_while_committing(pg_server, pg_fresh_dsn, name: str, 
             assert not armed[0]
         assert lost == [True]
         # the terminated COMMIT never reached the server: what ran again is there once, the rest not at all
-        assert store.count(scope=scope) == (2 if name == "add" else 1)
-        assert store.recent_messages(scope=scope) == []
-        assert store.query_by_target("b", scope=scope) == []
-        assert store.memories(scope=scope)[0].effectiveness.applications == 0
+        assert store.memories.count(scope=scope) == (2 if name == "add" else 1)
+        assert store.chat.recent(scope=scope) == []
+        assert store.agent_messages.query_by_target("b", scope=scope) == []
+        assert store.memories.all(scope=scope)[0].effectiveness.applications == 0
 
 
 def test_the_idempotent_calls_exist() -> None:
-    public = {n for n in dir(SqlStore) if not n.startswith("_")}
-    assert _IDEMPOTENT <= public, sorted(_IDEMPOTENT - public)
+    """Each store of one concern names only its own public methods as safe to
+    run twice, and these are the writes that change nothing when repeated."""
+    with SqliteStore(":memory:") as store:
+        parts = [store, *(v for v in vars(store).values() if isinstance(v, Part))]
+    for part in parts:
+        cls = type(part)
+        public = {n for n in dir(cls) if not n.startswith("_")}
+        assert cls.idempotent <= public, (cls.__name__, sorted(cls.idempotent - public))
+    assert {f"{type(p).__name__}.{n}" for p in parts for n in type(p).idempotent} == {
+        "SqliteStore.add", "Memories.add", "Memories.add_many", "Memories.supersede", "Memories.import_yaml",
+        "Memories.export_yaml", "WorkingMemories.set", "WorkingMemories.update", "Episodes.add",
+        "Caches.put_compaction", "Caches.put_summary", "Caches.put_embeddings", "Caches.memo_set",
+        "Caches.memo_set_many",
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -575,88 +587,88 @@ BAD: list[tuple[str, type, str, Callable[[Any, Scope], Any]]] = [
     ("tags-str", InvalidTypeError, "memories[0].tags", lambda s, sc: s.add(memory(tags="urgent"), scope=sc)),
     ("created-nan", InvalidInputError, "memories[0].created_at",
      lambda s, sc: s.add(memory(created_at=float("nan")), scope=sc)),
-    ("add-many-str", InvalidTypeError, "memories", lambda s, sc: s.add_many("a memory", scope=sc)),
+    ("add-many-str", InvalidTypeError, "memories", lambda s, sc: s.memories.add_many("a memory", scope=sc)),
     # scopes: valid text, no NUL, at most 512 bytes per field when written
     ("scope-surrogate", InvalidInputError, "Scope.user_id", lambda s, sc: s.add(memory(), scope=Scope(user_id="\ud800"))),
     ("scope-nul", InvalidInputError, "Scope.conversation_id",
-     lambda s, sc: s.count(scope=Scope(user_id="u", conversation_id="c\x00"))),
+     lambda s, sc: s.memories.count(scope=Scope(user_id="u", conversation_id="c\x00"))),
     ("scope-too-long", InvalidInputError, "scope.user_id", lambda s, sc: s.add(memory(), scope=Scope(user_id="u" * 513))),
     ("scope-wide-characters", InvalidInputError, "scope.session_id",
-     lambda s, sc: s.append_messages([{"role": "user", "content": "hi"}], scope=Scope(session_id=EMOJI * 129))),
+     lambda s, sc: s.chat.extend([{"role": "user", "content": "hi"}], scope=Scope(session_id=EMOJI * 129))),
     ("scope-over-the-index-row", InvalidInputError, "scope.user_id",
      lambda s, sc: s.add(memory(), scope=Scope(user_id="a" * 700, agent_id="b" * 700, session_id="c" * 700))),
     # limits and counts: ints in [0, 2**63 - 1]
-    ("recent-n-2**63", InvalidInputError, "n", lambda s, sc: s.recent_messages(scope=sc, n=2**63)),
-    ("recent-n-negative", InvalidInputError, "n", lambda s, sc: s.recent_messages(scope=sc, n=-1)),
-    ("recent-n-str", InvalidTypeError, "n", lambda s, sc: s.recent_messages(scope=sc, n="5")),
-    ("recent-n-float", InvalidTypeError, "n", lambda s, sc: s.recent_messages(scope=sc, n=5.0)),
-    ("recent-n-bool", InvalidTypeError, "n", lambda s, sc: s.recent_messages(scope=sc, n=True)),
-    ("episodes-limit-negative", InvalidInputError, "limit", lambda s, sc: s.episodes(scope=sc, limit=-1)),
-    ("episodes-limit-2**63", InvalidInputError, "limit", lambda s, sc: s.episodes(scope=sc, limit=2**63)),
-    ("messages-limit-negative", InvalidInputError, "limit", lambda s, sc: s.query_by_target("b", scope=sc, limit=-1)),
+    ("recent-n-2**63", InvalidInputError, "n", lambda s, sc: s.chat.recent(scope=sc, n=2**63)),
+    ("recent-n-negative", InvalidInputError, "n", lambda s, sc: s.chat.recent(scope=sc, n=-1)),
+    ("recent-n-str", InvalidTypeError, "n", lambda s, sc: s.chat.recent(scope=sc, n="5")),
+    ("recent-n-float", InvalidTypeError, "n", lambda s, sc: s.chat.recent(scope=sc, n=5.0)),
+    ("recent-n-bool", InvalidTypeError, "n", lambda s, sc: s.chat.recent(scope=sc, n=True)),
+    ("episodes-limit-negative", InvalidInputError, "limit", lambda s, sc: s.episodes.all(scope=sc, limit=-1)),
+    ("episodes-limit-2**63", InvalidInputError, "limit", lambda s, sc: s.episodes.all(scope=sc, limit=2**63)),
+    ("messages-limit-negative", InvalidInputError, "limit", lambda s, sc: s.agent_messages.query_by_target("b", scope=sc, limit=-1)),
     ("search-k-negative", InvalidInputError, "k", lambda s, sc: s.search("x", scope=sc, k=-1)),
     ("search-k-2**63", InvalidInputError, "k", lambda s, sc: s.search("x", scope=sc, k=2**63)),
     ("search-threshold-nan", InvalidInputError, "threshold", lambda s, sc: s.search("x", scope=sc, threshold=float("nan"))),
-    ("recall-k-negative", InvalidInputError, "k", lambda s, sc: s.recall_episodes("x", scope=sc, k=-1)),
-    ("budget-2**63", InvalidInputError, "budget", lambda s, sc: s.iterations(scope=sc).reasoning_context("goal", 2**63)),
+    ("recall-k-negative", InvalidInputError, "k", lambda s, sc: s.episodes.recall("x", scope=sc, k=-1)),
+    ("budget-2**63", InvalidInputError, "budget", lambda s, sc: s.iterations.log(scope=sc).reasoning_context("goal", 2**63)),
     # text that reaches a column: no NUL, valid Unicode
     ("get-id-nul", InvalidInputError, "memory_id", lambda s, sc: s.get("a\x00", scope=sc)),
     ("get-id-int", InvalidTypeError, "memory_id", lambda s, sc: s.get(7, scope=sc)),
-    ("delete-id-surrogate", InvalidInputError, "memory_id", lambda s, sc: s.delete("\ud800", scope=sc)),
-    ("archive-reason-nul", InvalidInputError, "reason", lambda s, sc: s.archive("x", scope=sc, reason="r\x00")),
-    ("category-nul", InvalidInputError, "category", lambda s, sc: s.memories(scope=sc, category="fa\x00ct")),
+    ("delete-id-surrogate", InvalidInputError, "memory_id", lambda s, sc: s.memories.delete("\ud800", scope=sc)),
+    ("archive-reason-nul", InvalidInputError, "reason", lambda s, sc: s.archive.move("x", scope=sc, reason="r\x00")),
+    ("category-nul", InvalidInputError, "category", lambda s, sc: s.memories.all(scope=sc, category="fa\x00ct")),
     ("search-query-surrogate", InvalidInputError, "query", lambda s, sc: s.search("\ud800", scope=sc)),
-    ("target-nul", InvalidInputError, "target", lambda s, sc: s.query_by_target("b\x00", scope=sc)),
-    ("session-nul", InvalidInputError, "session_id", lambda s, sc: s.messages_in_session("s\x00", scope=sc)),
+    ("target-nul", InvalidInputError, "target", lambda s, sc: s.agent_messages.query_by_target("b\x00", scope=sc)),
+    ("session-nul", InvalidInputError, "session_id", lambda s, sc: s.agent_messages.in_session("s\x00", scope=sc)),
     # the other records
     ("chat-role-nul", InvalidInputError, "messages[0].role",
-     lambda s, sc: s.append_messages([{"role": "us\x00er", "content": "hi"}], scope=sc)),
+     lambda s, sc: s.chat.extend([{"role": "us\x00er", "content": "hi"}], scope=sc)),
     ("chat-tokens-negative", InvalidInputError, "messages[0].tokens",
-     lambda s, sc: s.append_messages([ChatMessage(role="user", content="hi", tokens=-1)], scope=sc)),
+     lambda s, sc: s.chat.extend([ChatMessage(role="user", content="hi", tokens=-1)], scope=sc)),
     ("chat-metadata-object", InvalidTypeError, "messages[0].metadata['x']",
-     lambda s, sc: s.append_messages([ChatMessage(role="user", content="hi", metadata={"x": object()})], scope=sc)),
+     lambda s, sc: s.chat.extend([ChatMessage(role="user", content="hi", metadata={"x": object()})], scope=sc)),
     ("chat-one-message", InvalidTypeError, "messages",
-     lambda s, sc: s.append_messages({"role": "user", "content": "hi"}, scope=sc)),
+     lambda s, sc: s.chat.extend({"role": "user", "content": "hi"}, scope=sc)),
     ("agent-target-too-long", InvalidInputError, "message.target",
-     lambda s, sc: s.send_message(AgentMessage(source="a", target="t" * 600, content="x"), scope=sc)),
+     lambda s, sc: s.agent_messages.send(AgentMessage(source="a", target="t" * 600, content="x"), scope=sc)),
     ("agent-metadata-object", InvalidTypeError, "message.metadata['x']",
-     lambda s, sc: s.send_message(AgentMessage(source="a", target="b", content="x", metadata={"x": object()}), scope=sc)),
+     lambda s, sc: s.agent_messages.send(AgentMessage(source="a", target="b", content="x", metadata={"x": object()}), scope=sc)),
     ("episode-id-nul", InvalidInputError, "episode.id",
-     lambda s, sc: s.add_episode(Episode(content="an event", id="e\x00"), scope=sc)),
-    ("episode-content-int", InvalidTypeError, "episode.content", lambda s, sc: s.add_episode(Episode(content=5), scope=sc)),
+     lambda s, sc: s.episodes.add(Episode(content="an event", id="e\x00"), scope=sc)),
+    ("episode-content-int", InvalidTypeError, "episode.content", lambda s, sc: s.episodes.add(Episode(content=5), scope=sc)),
     ("working-entities-str", InvalidTypeError, "add_entities",
-     lambda s, sc: s.update_working(scope=sc, add_entities="Berlin")),
-    ("working-state-object", InvalidTypeError, "state['k']", lambda s, sc: s.update_working(scope=sc, state={"k": object()})),
-    ("iteration-log-nul", InvalidInputError, "log", lambda s, sc: s.iterations(scope=sc, log="l\x00g")),
+     lambda s, sc: s.working.update(scope=sc, add_entities="Berlin")),
+    ("working-state-object", InvalidTypeError, "state['k']", lambda s, sc: s.working.update(scope=sc, state={"k": object()})),
+    ("iteration-log-nul", InvalidInputError, "log", lambda s, sc: s.iterations.log(scope=sc, log="l\x00g")),
     ("tool-call-params-object", InvalidTypeError, "call.params['p']",
-     lambda s, sc: s.iterations(scope=sc).record_call(tool="t", params={"p": object()})),
+     lambda s, sc: s.iterations.log(scope=sc).record_call(tool="t", params={"p": object()})),
     # the engine's caches: keys as every other key, values as metadata
-    ("memo-namespace-nul", InvalidInputError, "namespace", lambda s, sc: s.memo_set("n\x00", "k", 1, scope=sc)),
-    ("memo-key-nul", InvalidInputError, "key", lambda s, sc: s.memo_set("n", "k\x00", 1, scope=sc)),
-    ("memo-key-too-long", InvalidInputError, "key", lambda s, sc: s.memo_set("n", "k" * 513, 1, scope=sc)),
-    ("memo-read-key-nul", InvalidInputError, "key", lambda s, sc: s.memo_get("n", "k\x00", scope=sc)),
-    ("memo-namespace-int", InvalidTypeError, "namespace", lambda s, sc: s.memo_set(3, "k", 1, scope=sc)),
-    ("memo-value-object", InvalidTypeError, "value", lambda s, sc: s.memo_set("n", "k", object(), scope=sc)),
+    ("memo-namespace-nul", InvalidInputError, "namespace", lambda s, sc: s.caches.memo_set("n\x00", "k", 1, scope=sc)),
+    ("memo-key-nul", InvalidInputError, "key", lambda s, sc: s.caches.memo_set("n", "k\x00", 1, scope=sc)),
+    ("memo-key-too-long", InvalidInputError, "key", lambda s, sc: s.caches.memo_set("n", "k" * 513, 1, scope=sc)),
+    ("memo-read-key-nul", InvalidInputError, "key", lambda s, sc: s.caches.memo_get("n", "k\x00", scope=sc)),
+    ("memo-namespace-int", InvalidTypeError, "namespace", lambda s, sc: s.caches.memo_set(3, "k", 1, scope=sc)),
+    ("memo-value-object", InvalidTypeError, "value", lambda s, sc: s.caches.memo_set("n", "k", object(), scope=sc)),
     ("memo-values-object", InvalidTypeError, "values['k']",
-     lambda s, sc: s.memo_set_many("n", {"k": object()}, scope=sc)),
-    ("memo-values-list", InvalidTypeError, "values", lambda s, sc: s.memo_set_many("n", [("k", 1)], scope=sc)),
-    ("memo-key-object", InvalidTypeError, "key", lambda s, sc: s.memo_set("n", object(), 1, scope=sc)),
-    ("memo-ttl-nan", InvalidInputError, "ttl", lambda s, sc: s.memo_set("n", "k", 1, ttl=float("nan"), scope=sc)),
-    ("memo-purge-namespace-nul", InvalidInputError, "namespace", lambda s, sc: s.memo_purge("n\x00", scope=sc)),
-    ("summary-nul", InvalidInputError, "summary", lambda s, sc: s.put_summary("h", 1, "a\x00b", scope=sc)),
-    ("summary-hash-too-long", InvalidInputError, "content_hash", lambda s, sc: s.put_summary("h" * 513, 1, "x", scope=sc)),
-    ("summary-level-negative", InvalidInputError, "level", lambda s, sc: s.put_summary("h", -1, "x", scope=sc)),
-    ("summary-level-2**63", InvalidInputError, "level", lambda s, sc: s.get_summary("h", 2**63, scope=sc)),
+     lambda s, sc: s.caches.memo_set_many("n", {"k": object()}, scope=sc)),
+    ("memo-values-list", InvalidTypeError, "values", lambda s, sc: s.caches.memo_set_many("n", [("k", 1)], scope=sc)),
+    ("memo-key-object", InvalidTypeError, "key", lambda s, sc: s.caches.memo_set("n", object(), 1, scope=sc)),
+    ("memo-ttl-nan", InvalidInputError, "ttl", lambda s, sc: s.caches.memo_set("n", "k", 1, ttl=float("nan"), scope=sc)),
+    ("memo-purge-namespace-nul", InvalidInputError, "namespace", lambda s, sc: s.caches.memo_purge("n\x00", scope=sc)),
+    ("summary-nul", InvalidInputError, "summary", lambda s, sc: s.caches.put_summary("h", 1, "a\x00b", scope=sc)),
+    ("summary-hash-too-long", InvalidInputError, "content_hash", lambda s, sc: s.caches.put_summary("h" * 513, 1, "x", scope=sc)),
+    ("summary-level-negative", InvalidInputError, "level", lambda s, sc: s.caches.put_summary("h", -1, "x", scope=sc)),
+    ("summary-level-2**63", InvalidInputError, "level", lambda s, sc: s.caches.get_summary("h", 2**63, scope=sc)),
     ("compaction-conversation-nul", InvalidInputError, "conversation_id",
-     lambda s, sc: s.put_compaction("c\x00", 0, 1, 1, "h", "x", 1)),
+     lambda s, sc: s.caches.put_compaction("c\x00", 0, 1, 1, "h", "x", 1)),
     ("compaction-conversation-too-long", InvalidInputError, "conversation_id",
-     lambda s, sc: s.put_compaction("c" * 513, 0, 1, 1, "h", "x", 1)),
-    ("compaction-tokens-float", InvalidTypeError, "tokens", lambda s, sc: s.put_compaction("c", 0, 1, 1, "h", "x", 1.5)),
-    ("embedding-hash-nul", InvalidInputError, "hashes[0]", lambda s, sc: s.put_embeddings(["h\x00"], "m", np.ones((1, 4)))),
+     lambda s, sc: s.caches.put_compaction("c" * 513, 0, 1, 1, "h", "x", 1)),
+    ("compaction-tokens-float", InvalidTypeError, "tokens", lambda s, sc: s.caches.put_compaction("c", 0, 1, 1, "h", "x", 1.5)),
+    ("embedding-hash-nul", InvalidInputError, "hashes[0]", lambda s, sc: s.caches.put_embeddings(["h\x00"], "m", np.ones((1, 4)))),
     ("embedding-model-too-long", InvalidInputError, "model",
-     lambda s, sc: s.put_embeddings(["h"], "m" * 513, np.ones((1, 4)))),
-    ("embedding-hashes-str", InvalidTypeError, "hashes", lambda s, sc: s.get_embeddings("h", "m")),
-    ("embedding-nan", InvalidInputError, "vectors", lambda s, sc: s.put_embeddings(["h"], "m", np.full((1, 4), np.nan))),
+     lambda s, sc: s.caches.put_embeddings(["h"], "m" * 513, np.ones((1, 4)))),
+    ("embedding-hashes-str", InvalidTypeError, "hashes", lambda s, sc: s.caches.get_embeddings("h", "m")),
+    ("embedding-nan", InvalidInputError, "vectors", lambda s, sc: s.caches.put_embeddings(["h"], "m", np.full((1, 4), np.nan))),
 ]
 
 
@@ -669,8 +681,8 @@ def test_bad_input_is_refused_alike(both, name: str, error: type, argument: str,
     assert kind == error.__name__, message
     assert message.startswith(argument) or f"{argument}:" in message, message
     for backend, store in both.items():
-        assert store.count(scope=scope) == 0, f"{backend}: a refused call wrote"
-        assert store.recent_messages(scope=scope) == []
+        assert store.memories.count(scope=scope) == 0, f"{backend}: a refused call wrote"
+        assert store.chat.recent(scope=scope) == []
 
 
 NUMPY_METADATA = {
@@ -686,9 +698,9 @@ KEY_LIMIT_SCOPE = Scope(user_id=EMOJI * 128, agent_id="a" * 512, session_id="é"
 
 
 def _chat(s: Any, sc: Scope) -> Any:
-    s.append_messages([ChatMessage(role="user", content="hi", tokens=np.int64(3), metadata={"p": np.float64(0.5)})],
+    s.chat.extend([ChatMessage(role="user", content="hi", tokens=np.int64(3), metadata={"p": np.float64(0.5)})],
                       scope=sc)
-    m = s.recent_messages(scope=sc, n=np.int64(1))[0]
+    m = s.chat.recent(scope=sc, n=np.int64(1))[0]
     return m.tokens, m.metadata
 
 
@@ -700,32 +712,32 @@ ACCEPTED: list[tuple[str, Callable[[Any, Scope], Any], Any]] = [
          s.get(s.add(memory(confidence=np.float32(0.875), ttl=np.int64(3600)), scope=sc), scope=sc)),
      (0.875, 3600.0)),
     ("content-with-nul", lambda s, sc: s.get(s.add(memory(content="a\x00b"), scope=sc), scope=sc).content, "a\x00b"),
-    ("recent-n-largest", lambda s, sc: (s.append_message({"role": "user", "content": "hi"}, scope=sc),
-                                        [m.content for m in s.recent_messages(scope=sc, n=2**63 - 1)])[1], ["hi"]),
-    ("episodes-limit-largest", lambda s, sc: s.episodes(scope=sc, limit=2**63 - 1), []),
-    ("messages-limit-largest", lambda s, sc: s.query_by_target("b", scope=sc, limit=2**63 - 1), []),
+    ("recent-n-largest", lambda s, sc: (s.chat.append({"role": "user", "content": "hi"}, scope=sc),
+                                        [m.content for m in s.chat.recent(scope=sc, n=2**63 - 1)])[1], ["hi"]),
+    ("episodes-limit-largest", lambda s, sc: s.episodes.all(scope=sc, limit=2**63 - 1), []),
+    ("messages-limit-largest", lambda s, sc: s.agent_messages.query_by_target("b", scope=sc, limit=2**63 - 1), []),
     ("search-k-largest", lambda s, sc: (s.add(memory(), scope=sc),
                                         [m.content for m in s.search("memory", scope=sc, k=2**63 - 1)])[1],
      ["a memory to store"]),
     ("chat-numpy", _chat, (3, {"p": 0.5})),
-    ("tool-call-numpy", lambda s, sc: (s.iterations(scope=sc).record_call(tool="t", params={"x": np.arange(2)}),
-                                       s.iterations(scope=sc).calls()[0].params)[1], {"x": [0, 1]}),
-    ("working-numpy", lambda s, sc: s.update_working(scope=sc, state={"n": np.int32(7)}).state, {"n": 7}),
+    ("tool-call-numpy", lambda s, sc: (s.iterations.log(scope=sc).record_call(tool="t", params={"x": np.arange(2)}),
+                                       s.iterations.log(scope=sc).calls()[0].params)[1], {"x": [0, 1]}),
+    ("working-numpy", lambda s, sc: s.working.update(scope=sc, state={"n": np.int32(7)}).state, {"n": 7}),
     ("agent-message-numpy", lambda s, sc: (
-        s.send_message(AgentMessage(source="a", target="b", content="x", priority=np.float32(0.25),
+        s.agent_messages.send(AgentMessage(source="a", target="b", content="x", priority=np.float32(0.25),
                                     metadata={"k": np.int8(1)}), scope=sc),
-        [(m.priority, m.metadata) for m in s.query_by_target("b", scope=sc)])[1], [(0.25, {"k": 1})]),
-    ("scope-at-the-key-limit", lambda s, sc: (s.add(memory(), scope=KEY_LIMIT_SCOPE), s.count(scope=KEY_LIMIT_SCOPE))[1], 1),
-    ("long-scope-reads", lambda s, sc: s.count(scope=Scope(user_id="u" * 5000)), 0),
-    ("memo-numpy", lambda s, sc: (s.memo_set("n", np.str_("k"), {"v": np.float32(0.5), "a": np.arange(2)}, scope=sc),
-                                  s.memo_get("n", "k", scope=sc))[1], {"v": 0.5, "a": [0, 1]}),
-    ("memo-numpy-key", lambda s, sc: (s.memo_set("n", [np.int64(1), "x"], "v", scope=sc),
-                                      s.memo_get("n", [1, "x"], scope=sc))[1], "v"),
-    ("memo-long-key-reads", lambda s, sc: s.memo_get("n", "k" * 5000, "absent", scope=sc), "absent"),
-    ("summary-numpy-level", lambda s, sc: (s.put_summary("h", np.int64(2), "short", np.int32(3), scope=sc),
-                                           s.get_summary("h", 2, scope=sc))[1], "short"),
-    ("embedding-numpy-hash", lambda s, sc: (s.put_embeddings([np.str_("h1")], "m", np.ones((1, 4))),
-                                            sorted(s.get_embeddings(["h1"], "m")))[1], ["h1"]),
+        [(m.priority, m.metadata) for m in s.agent_messages.query_by_target("b", scope=sc)])[1], [(0.25, {"k": 1})]),
+    ("scope-at-the-key-limit", lambda s, sc: (s.add(memory(), scope=KEY_LIMIT_SCOPE), s.memories.count(scope=KEY_LIMIT_SCOPE))[1], 1),
+    ("long-scope-reads", lambda s, sc: s.memories.count(scope=Scope(user_id="u" * 5000)), 0),
+    ("memo-numpy", lambda s, sc: (s.caches.memo_set("n", np.str_("k"), {"v": np.float32(0.5), "a": np.arange(2)}, scope=sc),
+                                  s.caches.memo_get("n", "k", scope=sc))[1], {"v": 0.5, "a": [0, 1]}),
+    ("memo-numpy-key", lambda s, sc: (s.caches.memo_set("n", [np.int64(1), "x"], "v", scope=sc),
+                                      s.caches.memo_get("n", [1, "x"], scope=sc))[1], "v"),
+    ("memo-long-key-reads", lambda s, sc: s.caches.memo_get("n", "k" * 5000, "absent", scope=sc), "absent"),
+    ("summary-numpy-level", lambda s, sc: (s.caches.put_summary("h", np.int64(2), "short", np.int32(3), scope=sc),
+                                           s.caches.get_summary("h", 2, scope=sc))[1], "short"),
+    ("embedding-numpy-hash", lambda s, sc: (s.caches.put_embeddings([np.str_("h1")], "m", np.ones((1, 4))),
+                                            sorted(s.caches.get_embeddings(["h1"], "m")))[1], ["h1"]),
 ]
 
 

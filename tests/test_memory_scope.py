@@ -104,7 +104,8 @@ class Opener:
             names = [r[0] for r in self.sql(store, "SELECT name FROM sqlite_master WHERE type = 'table' "
                                                    "AND name NOT LIKE 'sqlite_%'")]
             return {n: [c[1] for c in self.sql(store, f"PRAGMA table_info({n})")] for n in names}
-        rows = self.sql(store, "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = ?",
+        rows = self.sql(store, "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = ? "
+                        "ORDER BY table_name, ordinal_position",
                         (store.test_location,))
         out: dict[str, list[str]] = {}
         for table, column in rows:
@@ -139,41 +140,41 @@ def populate(store: Any) -> dict[str, dict[str, Any]]:
     for n, who in enumerate(("alice", "bob"), start=1):
         scope, mark = SCOPES[who], MARK[who]
         meta = {"owner": mark}
-        store.add_many([Memory(content=f"fact {j} about topic {j}", metadata=meta) for j in range(n)], scope=scope)
+        store.memories.add_many([Memory(content=f"fact {j} about topic {j}", metadata=meta) for j in range(n)], scope=scope)
         # The same content in both scopes: the same id, two records.
         store.add(Memory(content="the office opens at nine", metadata=meta), scope=scope, merge=False)
-        store.add(Memory(content="an old decision to archive", category="decision", metadata=meta), scope=scope,
-                  merge=False)
-        archived_id = next(m.id for m in store.memories(scope=scope) if m.content.startswith("an old decision"))
-        assert store.archive(archived_id, scope=scope)
-        shared_id = next(m.id for m in store.memories(scope=scope) if m.content.startswith("the office"))
-        store.append_messages([{"role": "user", "content": f"{mark} message {j}"} for j in range(n)], scope=scope)
-        store.append_message({"role": "assistant", "content": f"{mark} reply"}, scope=scope)
-        store.set_working(WorkingMemory(goals=[f"{mark} goal"]), scope=scope)
-        store.update_working(scope=scope, add_entities=[f"{mark} entity"])
+        store.memories.add(Memory(content="an old decision to archive", category="decision", metadata=meta),
+                           scope=scope, merge=False)
+        archived_id = next(m.id for m in store.memories.all(scope=scope) if m.content.startswith("an old decision"))
+        assert store.archive.move(archived_id, scope=scope)
+        shared_id = next(m.id for m in store.memories.all(scope=scope) if m.content.startswith("the office"))
+        store.chat.extend([{"role": "user", "content": f"{mark} message {j}"} for j in range(n)], scope=scope)
+        store.chat.append({"role": "assistant", "content": f"{mark} reply"}, scope=scope)
+        store.working.set(WorkingMemory(goals=[f"{mark} goal"]), scope=scope)
+        store.working.update(scope=scope, add_entities=[f"{mark} entity"])
         for j in range(n):
-            store.add_episode(Episode(content=f"{mark} episode {j}", significance=0.9), scope=scope)
-        log = store.iterations(scope=scope, log="task")
+            store.episodes.add(Episode(content=f"{mark} episode {j}", significance=0.9), scope=scope)
+        log = store.iterations.log(scope=scope, log="task")
         log.record_call(tool="grep", learning=f"{mark} learning", relevance="high")
         for _ in range(3 if who == "bob" else 1):
             log.end_iteration(f"{mark} synthesis", "stuck" if who == "bob" else "advancing")
-        store.send_message(AgentMessage(source="planner", target="coder", content=f"{mark} note", session_id="s1"),
+        store.agent_messages.send(AgentMessage(source="planner", target="coder", content=f"{mark} note", session_id="s1"),
                            scope=scope)
         for j in range(n):
-            store.put_compaction("c1", 0, 10 + j, 1, "h", f"{mark} summary {j}", 5, scope=scope)
-        store.put_summary("h", 50, f"{mark} short", scope=scope)
-        store.memo_set("ns", "k", f"{mark} memo", scope=scope)
-        store.memo_set_many("ns", {"k2": f"{mark} memo 2"}, scope=scope)
-        store.memoize("fn", scope=scope)(lambda x, mark=mark: f"{mark} result {x}")(1)
+            store.caches.put_compaction("c1", 0, 10 + j, 1, "h", f"{mark} summary {j}", 5, scope=scope)
+        store.caches.put_summary("h", 50, f"{mark} short", scope=scope)
+        store.caches.memo_set("ns", "k", f"{mark} memo", scope=scope)
+        store.caches.memo_set_many("ns", {"k2": f"{mark} memo 2"}, scope=scope)
+        store.caches.memoize("fn", scope=scope)(lambda x, mark=mark: f"{mark} result {x}")(1)
         expected[who] = {
             # summaries: the compactions and the short-form one, all kept in the scope
             "memories": n + 1, "messages": n + 1, "episodes": n, "summaries": n + 1, "shared_id": shared_id,
             "archived_id": archived_id, "iteration": 4 if who == "bob" else 2, "stuck": who == "bob",
         }
     anon = MARK["anon"]
-    store.put_compaction("c1", 0, 10, 1, "h", f"{anon} summary", 5)
-    store.put_summary("h", 50, f"{anon} short")
-    store.memo_set("ns", "k", f"{anon} memo")
+    store.caches.put_compaction("c1", 0, 10, 1, "h", f"{anon} summary", 5)
+    store.caches.put_summary("h", 50, f"{anon} short")
+    store.caches.memo_set("ns", "k", f"{anon} memo")
     store.add(Memory(content="the office opens at nine", metadata={"owner": anon}), scope=Scope(conversation_id="c1"))
     return expected
 
@@ -233,7 +234,7 @@ def _stats(store: Any, scope: Scope, exp: dict[str, Any]) -> Any:
 def _export(store: Any, scope: Scope, exp: dict[str, Any]) -> str:
     directory = Path(exp["tmp"]) / uuid.uuid4().hex[:8]
     directory.mkdir()
-    paths = store.export_yaml(directory, scope=scope)
+    paths = store.memories.export_yaml(directory, scope=scope)
     return "".join(Path(p).read_text(encoding="utf-8") for p in paths)
 
 
@@ -241,28 +242,31 @@ def _export(store: Any, scope: Scope, exp: dict[str, Any]) -> str:
 #: show its owner's marker and no other one; numbers are compared below.
 READS: dict[str, tuple[Read, bool]] = {
     "get": (lambda s, sc, e: s.get(e["shared_id"], scope=sc), True),
+    "memories.get": (lambda s, sc, e: s.memories.get(e["shared_id"], scope=sc), True),
     "history": (lambda s, sc, e: s.history(e["shared_id"], scope=sc), True),
-    "memories": (lambda s, sc, e: s.memories(scope=sc), True),
+    "memories.history": (lambda s, sc, e: s.memories.history(e["shared_id"], scope=sc), True),
+    "memories.all": (lambda s, sc, e: s.memories.all(scope=sc), True),
     "search": (lambda s, sc, e: s.search("the office opens", scope=sc, k=50), True),
-    "archived": (lambda s, sc, e: s.archived(scope=sc), True),
-    "get_archived": (lambda s, sc, e: s.get_archived(e["archived_id"], scope=sc), True),
-    "recent_messages": (lambda s, sc, e: s.recent_messages(scope=sc, n=100), True),
-    "get_working": (lambda s, sc, e: s.get_working(scope=sc), False),
-    "episodes": (lambda s, sc, e: s.episodes(scope=sc), True),
-    "recall_episodes": (lambda s, sc, e: s.recall_episodes("episode", scope=sc, k=50), True),
-    "query_by_target": (lambda s, sc, e: s.query_by_target("coder", scope=sc), True),
-    "messages_in_session": (lambda s, sc, e: s.messages_in_session("s1", scope=sc), True),
-    "get_compaction": (lambda s, sc, e: s.get_compaction("c1", 0, 10, 1, "h", scope=sc), False),
-    "compactions": (lambda s, sc, e: s.compactions("c1", scope=sc), True),
-    "get_summary": (lambda s, sc, e: s.get_summary("h", 50, scope=sc), False),
-    "memo_get": (lambda s, sc, e: (s.memo_get("ns", "k", scope=sc), s.memo_get("ns", "k2", scope=sc)), False),
-    "memoize": (lambda s, sc, e: s.memoize("fn", scope=sc)(lambda x: "computed again")(1), False),
-    "export_yaml": (_export, True),
-    "iterations": (lambda s, sc, e: s.iterations(scope=sc, log="task").calls(), False),
-    "IterationLog.calls": (lambda s, sc, e: IterationLog(s, sc, "task").calls(), False),
-    "IterationLog.syntheses": (lambda s, sc, e: IterationLog(s, sc, "task").syntheses(), False),
-    "IterationLog.reasoning_context": (lambda s, sc, e: IterationLog(s, sc, "task").reasoning_context("goal", 1000), False),
-    "IterationLog.recovery_prompt": (lambda s, sc, e: IterationLog(s, sc, "task").recovery_prompt(), False),
+    "memories.search": (lambda s, sc, e: s.memories.search("the office opens", scope=sc, k=50), True),
+    "archive.all": (lambda s, sc, e: s.archive.all(scope=sc), True),
+    "archive.get": (lambda s, sc, e: s.archive.get(e["archived_id"], scope=sc), True),
+    "chat.recent": (lambda s, sc, e: s.chat.recent(scope=sc, n=100), True),
+    "working.get": (lambda s, sc, e: s.working.get(scope=sc), False),
+    "episodes.all": (lambda s, sc, e: s.episodes.all(scope=sc), True),
+    "episodes.recall": (lambda s, sc, e: s.episodes.recall("episode", scope=sc, k=50), True),
+    "agent_messages.query_by_target": (lambda s, sc, e: s.agent_messages.query_by_target("coder", scope=sc), True),
+    "agent_messages.in_session": (lambda s, sc, e: s.agent_messages.in_session("s1", scope=sc), True),
+    "caches.get_compaction": (lambda s, sc, e: s.caches.get_compaction("c1", 0, 10, 1, "h", scope=sc), False),
+    "caches.compactions": (lambda s, sc, e: s.caches.compactions("c1", scope=sc), True),
+    "caches.get_summary": (lambda s, sc, e: s.caches.get_summary("h", 50, scope=sc), False),
+    "caches.memo_get": (lambda s, sc, e: (s.caches.memo_get("ns", "k", scope=sc), s.caches.memo_get("ns", "k2", scope=sc)), False),
+    "caches.memoize": (lambda s, sc, e: s.caches.memoize("fn", scope=sc)(lambda x: "computed again")(1), False),
+    "memories.export_yaml": (_export, True),
+    "iterations.log": (lambda s, sc, e: s.iterations.log(scope=sc, log="task").calls(), False),
+    "IterationLog.calls": (lambda s, sc, e: IterationLog(s.backend, sc, "task").calls(), False),
+    "IterationLog.syntheses": (lambda s, sc, e: IterationLog(s.backend, sc, "task").syntheses(), False),
+    "IterationLog.reasoning_context": (lambda s, sc, e: IterationLog(s.backend, sc, "task").reasoning_context("goal", 1000), False),
+    "IterationLog.recovery_prompt": (lambda s, sc, e: IterationLog(s.backend, sc, "task").recovery_prompt(), False),
     "ConversationStore.get_messages": (
         lambda s, sc, e: ConversationStore(s, user_id=sc.user_id).get_messages("c1"), True),
     "MemoryTiers.short_term": (lambda s, sc, e: MemoryTiers(s, sc).short_term(100), False),
@@ -273,51 +277,51 @@ READS: dict[str, tuple[Read, bool]] = {
 }
 #: Reads that return numbers: (call, the expected value from populate()).
 COUNTED: dict[str, tuple[Read, Callable[[dict[str, Any]], Any]]] = {
-    "count": (lambda s, sc, e: s.count(scope=sc), lambda e: e["memories"]),
-    "IterationLog.current_iteration": (lambda s, sc, e: IterationLog(s, sc, "task").current_iteration,
+    "memories.count": (lambda s, sc, e: s.memories.count(scope=sc), lambda e: e["memories"]),
+    "IterationLog.current_iteration": (lambda s, sc, e: IterationLog(s.backend, sc, "task").current_iteration,
                                        lambda e: e["iteration"]),
-    "IterationLog.is_stuck": (lambda s, sc, e: IterationLog(s, sc, "task").is_stuck(), lambda e: e["stuck"]),
+    "IterationLog.is_stuck": (lambda s, sc, e: IterationLog(s.backend, sc, "task").is_stuck(), lambda e: e["stuck"]),
     "ConversationStore.get_conversation_stats": (
         _stats, lambda e: (e["messages"], e["memories"], e["episodes"], e["summaries"])),
 }
 #: Deletes and in-place changes, by Alice; Bob's rows must not change.
 DELETES: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
-    "delete": lambda s, e: s.delete(e["shared_id"], scope=ALICE),
-    "archive": lambda s, e: s.archive(e["shared_id"], scope=ALICE),
-    "supersede": lambda s, e: s.supersede(e["shared_id"], Memory(content="the office opens at ten"), scope=ALICE),
-    "record_application": lambda s, e: s.record_application(e["shared_id"], scope=ALICE, success=True),
-    "archive_expired": lambda s, e: s.archive_expired(scope=ALICE),
-    "archive_expired (every scope: expired rows only)": lambda s, e: s.archive_expired(),
+    "memories.delete": lambda s, e: s.memories.delete(e["shared_id"], scope=ALICE),
+    "archive.move": lambda s, e: s.archive.move(e["shared_id"], scope=ALICE),
+    "memories.supersede": lambda s, e: s.memories.supersede(e["shared_id"], Memory(content="the office opens at ten"), scope=ALICE),
+    "memories.record_application": lambda s, e: s.memories.record_application(e["shared_id"], scope=ALICE, success=True),
+    "archive.expire": lambda s, e: s.archive.expire(scope=ALICE),
+    "archive.expire (every scope: expired rows only)": lambda s, e: s.archive.expire(),
     "clear": lambda s, e: s.clear(ALICE),
     "clear (wide)": lambda s, e: s.clear(Scope.any(user_id="alice")),
-    "memo_purge (namespace)": lambda s, e: s.memo_purge("ns", scope=ALICE),
-    "memo_purge (expired in scope)": lambda s, e: s.memo_purge(scope=ALICE),
-    "memo_purge (every scope: expired rows only)": lambda s, e: s.memo_purge(),
-    "purge_expired_messages (every scope: expired rows only)": lambda s, e: s.purge_expired_messages(),
-    "set_working": lambda s, e: s.set_working(WorkingMemory(goals=["new"]), scope=ALICE),
-    "update_working": lambda s, e: s.update_working(scope=ALICE, complete_goals=[f"{MARK['alice']} goal"]),
-    "put_compaction (replace)": lambda s, e: s.put_compaction("c1", 0, 10, 1, "h", "replaced", 1, scope=ALICE),
-    "put_summary (replace)": lambda s, e: s.put_summary("h", 50, "replaced", scope=ALICE),
-    "memo_set (replace)": lambda s, e: s.memo_set("ns", "k", "replaced", scope=ALICE),
+    "caches.memo_purge (namespace)": lambda s, e: s.caches.memo_purge("ns", scope=ALICE),
+    "caches.memo_purge (expired in scope)": lambda s, e: s.caches.memo_purge(scope=ALICE),
+    "caches.memo_purge (every scope: expired rows only)": lambda s, e: s.caches.memo_purge(),
+    "agent_messages.purge_expired (every scope: expired rows only)": lambda s, e: s.agent_messages.purge_expired(),
+    "working.set": lambda s, e: s.working.set(WorkingMemory(goals=["new"]), scope=ALICE),
+    "working.update": lambda s, e: s.working.update(scope=ALICE, complete_goals=[f"{MARK['alice']} goal"]),
+    "caches.put_compaction (replace)": lambda s, e: s.caches.put_compaction("c1", 0, 10, 1, "h", "replaced", 1, scope=ALICE),
+    "caches.put_summary (replace)": lambda s, e: s.caches.put_summary("h", 50, "replaced", scope=ALICE),
+    "caches.memo_set (replace)": lambda s, e: s.caches.memo_set("ns", "k", "replaced", scope=ALICE),
     "add (merging)": lambda s, e: s.add(Memory(content="The office opens at nine.", tags=["x"]), scope=ALICE),
-    "import_yaml": lambda s, e: s.import_yaml(_export_dir(s, e), scope=ALICE),
+    "memories.import_yaml": lambda s, e: s.memories.import_yaml(_export_dir(s, e), scope=ALICE),
     "ConversationStore.clear_conversation": lambda s, e: ConversationStore(s, user_id="alice").clear_conversation("c1"),
 }
 #: Writes (each used by populate()); and what is neither a read nor a delete.
 WRITES = {
-    "add", "add_many", "add_episode", "append_message", "append_messages", "send_message", "memo_set_many",
-    "put_embeddings", "iterations", "ConversationStore.add_message", "ConversationStore.add_messages",
+    "add", "memories.add", "memories.add_many", "episodes.add", "chat.append", "chat.extend", "agent_messages.send", "caches.memo_set_many",
+    "caches.put_embeddings", "iterations.log", "ConversationStore.add_message", "ConversationStore.add_messages",
     "IterationLog.record_call", "IterationLog.end_iteration", "MemoryTiers.remember", "MemoryTiers.update_working",
     "MemoryTiers.record_episode",
 }
 OTHER = {
     "close": "closes the store",
-    "dialect": "a constant",
     "location": "the path or masked DSN",
     "embedder": "the embedder object",
-    "supersede_threshold": "a setting",
-    "get_embeddings": "global by design: keyed by the hash of a text (see GLOBAL_TABLES)",
-    "embedding_cache": "global by design: the embedding cache for one model",
+    "path": "the database file",
+    "schema": "the PostgreSQL schema, a setting",
+    "caches.get_embeddings": "global by design: keyed by the hash of a text (see GLOBAL_TABLES)",
+    "caches.embedding_cache": "global by design: the embedding cache for one model",
     "ConversationStore.close": "closes the store",
     "ConversationStore.scope": "builds a Scope, reads nothing",
 }
@@ -326,12 +330,22 @@ OTHER = {
 def _export_dir(store: Any, exp: dict[str, Any]) -> Path:
     directory = Path(exp["tmp"]) / uuid.uuid4().hex[:8]
     directory.mkdir()
-    store.export_yaml(directory, scope=ALICE)
+    store.memories.export_yaml(directory, scope=ALICE)
     return directory
 
 
 def _public(cls: type, prefix: str = "") -> set[str]:
-    return {prefix + n for n in dir(cls) if not n.startswith("_")}
+    # `backend` and `idempotent` are the plumbing every store of one concern has.
+    return {prefix + n for n in dir(cls) if not n.startswith("_") and n not in ("backend", "idempotent")}
+
+
+#: The stores of one concern a store holds, by attribute.
+PARTS = {
+    "memories": "ctxfold.memory.memories.Memories", "archive": "ctxfold.memory.archive.MemoryArchive",
+    "caches": "ctxfold.memory.caches.Caches", "chat": "ctxfold.memory.tiers.ChatHistory",
+    "working": "ctxfold.memory.tiers.WorkingMemories", "episodes": "ctxfold.memory.tiers.Episodes",
+    "agent_messages": "ctxfold.memory.messages.AgentMessages", "iterations": "ctxfold.memory.iterations.Iterations",
+}
 
 
 def test_every_public_api_is_classified() -> None:
@@ -339,8 +353,14 @@ def test_every_public_api_is_classified() -> None:
 
     api = (_public(SqliteStore) | _public(Pg) | _public(ConversationStore, "ConversationStore.")
            | _public(IterationLog, "IterationLog.") | _public(MemoryTiers, "MemoryTiers."))
-    put_names = {"put_compaction", "put_summary", "memo_set", "memoize", "set_working", "update_working",
-                 "record_application", "import_yaml"}
+    with SqliteStore(":memory:") as store:
+        for attribute, path in PARTS.items():
+            part = getattr(store, attribute)
+            assert f"{type(part).__module__}.{type(part).__name__}" == path, attribute
+            api |= _public(type(part), attribute + ".")
+        assert not set(vars(store)) - set(PARTS) - {"backend"}, "a store of a new concern: add it to PARTS"
+    put_names = {"caches.put_compaction", "caches.put_summary", "caches.memo_set", "caches.memoize", "working.set",
+                 "working.update", "memories.record_application", "memories.import_yaml"}
     known = set(READS) | set(COUNTED) | {d.split(" ")[0] for d in DELETES} | WRITES | set(OTHER) | put_names
     new = sorted(api - known)
     assert not new, (
@@ -404,20 +424,20 @@ def test_compaction_summaries_do_not_cross_users(opener: Opener) -> None:
     alice, bob = ConversationStore(store, user_id="alice"), ConversationStore(store, user_id="bob")
     alice.add_message("c1", "user", "hello")
     bob.add_message("c1", "user", "hi")
-    store.put_compaction("c1", 0, 10, 1, "h", "alice's private summary", 5, scope=alice.scope("c1"))
+    store.caches.put_compaction("c1", 0, 10, 1, "h", "alice's private summary", 5, scope=alice.scope("c1"))
     # Without a scope: the anonymous scope of c1, not anybody's.
-    assert store.compactions("c1") == []
-    assert store.get_compaction("c1", 0, 10, 1, "h") is None
-    assert store.get_compaction("c1", 0, 10, 1, "h", scope=bob.scope("c1")) is None
-    assert [c.summary for c in store.compactions("c1", scope=alice.scope("c1"))] == ["alice's private summary"]
+    assert store.caches.compactions("c1") == []
+    assert store.caches.get_compaction("c1", 0, 10, 1, "h") is None
+    assert store.caches.get_compaction("c1", 0, 10, 1, "h", scope=bob.scope("c1")) is None
+    assert [c.summary for c in store.caches.compactions("c1", scope=alice.scope("c1"))] == ["alice's private summary"]
     assert bob.get_conversation_stats("c1").summaries == 0
     assert alice.get_conversation_stats("c1").summaries == 1
     bob.clear_conversation("c1")
-    assert [c.summary for c in store.compactions("c1", scope=alice.scope("c1"))] == ["alice's private summary"]
+    assert [c.summary for c in store.caches.compactions("c1", scope=alice.scope("c1"))] == ["alice's private summary"]
     assert alice.clear_conversation("c1") == 2  # her message and her summary
-    assert store.compactions("c1", scope=alice.scope("c1")) == []
+    assert store.caches.compactions("c1", scope=alice.scope("c1")) == []
     with pytest.raises(InvalidInputError, match="conversation_id"):
-        store.put_compaction("c2", 0, 1, 1, "h", "x", 1, scope=alice.scope("c1"))
+        store.caches.put_compaction("c2", 0, 1, 1, "h", "x", 1, scope=alice.scope("c1"))
 
 
 # --- migration from the previous schema ---------------------------------------------------------------------
@@ -455,21 +475,21 @@ def test_previous_schema_is_migrated_without_handing_rows_to_a_user(opener: Open
     store = opener.open(location)
     assert [r[0] for r in opener.sql(store, "SELECT MAX(version) FROM schema_version")] == [len(MIGRATIONS)]
     # Kept where the calls without scope= read them ...
-    assert [c.summary for c in store.compactions("c1")] == ["old summary of c1"]
-    assert store.get_summary("h", 50) == "old short summary"
-    assert store.memo_get("ns", "k") == "old memo value"
+    assert [c.summary for c in store.caches.compactions("c1")] == ["old summary of c1"]
+    assert store.caches.get_summary("h", 50) == "old short summary"
+    assert store.caches.memo_get("ns", "k") == "old memo value"
     # ... and no user's scope sees them, not even the only user of conversation c1.
-    assert store.compactions("c1", scope=ALICE) == []
-    assert store.compactions("c1", scope=Scope.any(user_id="alice")) == []
+    assert store.caches.compactions("c1", scope=ALICE) == []
+    assert store.caches.compactions("c1", scope=Scope.any(user_id="alice")) == []
     assert ConversationStore(store, user_id="alice").get_conversation_stats("c1").summaries == 0
-    assert store.memo_get("ns", "k", scope=ALICE) is None
-    assert store.get_summary("h", 50, scope=ALICE) is None
+    assert store.caches.memo_get("ns", "k", scope=ALICE) is None
+    assert store.caches.get_summary("h", 50, scope=ALICE) is None
     # The migrated store works as a new one.
-    store.put_compaction("c1", 0, 10, 1, "h", "alice's", 1, scope=ALICE)
-    assert [c.summary for c in store.compactions("c1", scope=ALICE)] == ["alice's"]
-    assert [c.summary for c in store.compactions("c1")] == ["old summary of c1"]
+    store.caches.put_compaction("c1", 0, 10, 1, "h", "alice's", 1, scope=ALICE)
+    assert [c.summary for c in store.caches.compactions("c1", scope=ALICE)] == ["alice's"]
+    assert [c.summary for c in store.caches.compactions("c1")] == ["old summary of c1"]
     store.add(Memory(content="after the migration"), scope=ALICE)
     assert store.search("after the migration", scope=ALICE, k=1)[0].content == "after the migration"
     store.close()
     again = opener.open(location)  # opening again migrates nothing
-    assert again.memo_get("ns", "k") == "old memo value"
+    assert again.caches.memo_get("ns", "k") == "old memo value"

@@ -73,7 +73,7 @@ def test_threads_share_one_store(opener: StoreOpener) -> None:
                 if i % 2:
                     mid = store.add(Memory(content=f"writer {w} memory {i}"), scope=SCOPE, embedding=vectors[j])
                 else:
-                    mid = store.add_many([Memory(content=f"writer {w} memory {i}")], scope=SCOPE,
+                    mid = store.memories.add_many([Memory(content=f"writer {w} memory {i}")], scope=SCOPE,
                                          embeddings=vectors[j : j + 1], merge=True)[0]
                 acknowledged[str(mid)] = j
         except BaseException as e:  # noqa: BLE001 - collected and reported by the test
@@ -104,7 +104,7 @@ def test_threads_share_one_store(opener: StoreOpener) -> None:
     assert not errors, f"{len(errors)} calls failed, first:\n" + "".join(traceback.format_exception(errors[0]))
     assert len(acknowledged) == writers * per_writer
     assert min(searches) > 0
-    assert store.count(scope=SCOPE) == writers * per_writer
+    assert store.memories.count(scope=SCOPE) == writers * per_writer
     fresh = opener()
     for reader in (store, fresh):
         missing = [mid for mid, j in acknowledged.items() if top_id(reader, vectors[j]) != mid]
@@ -117,7 +117,7 @@ def test_threads_share_one_store(opener: StoreOpener) -> None:
 @contextlib.contextmanager
 def failing_before_commit(store: Any):
     """Every write transaction of ``store`` raises after its body, before COMMIT."""
-    real = store._transaction
+    real = store.backend.transaction
 
     @contextlib.contextmanager
     def transaction(write: bool):
@@ -126,11 +126,11 @@ def failing_before_commit(store: Any):
             if write:
                 raise RuntimeError("injected failure before COMMIT")
 
-    store._transaction = transaction
+    store.backend.transaction = transaction
     try:
         yield
     finally:
-        del store._transaction
+        del store.backend.transaction
 
 
 @pytest.mark.parametrize("call", ["add", "add_many"])
@@ -143,10 +143,10 @@ def test_search_is_not_stale_after_a_failed_write(opener: StoreOpener, call: str
         if call == "add":
             first.add(Memory(content="rolled back"), scope=SCOPE, embedding=v[1])
         else:
-            first.add_many([Memory(content="rolled back")], scope=SCOPE, embeddings=v[1:2])
-    assert first.count(scope=SCOPE) == 1  # (no search here: it would rebuild the matrix and hide a stale one)
+            first.memories.add_many([Memory(content="rolled back")], scope=SCOPE, embeddings=v[1:2])
+    assert first.memories.count(scope=SCOPE) == 1  # (no search here: it would rebuild the matrix and hide a stale one)
     other = second.add(Memory(content="written by another store"), scope=SCOPE, embedding=v[2])
-    assert first.count(scope=SCOPE) == 2
+    assert first.memories.count(scope=SCOPE) == 2
     assert top_id(first, v[2]) == other, "a memory written by another store is counted but not found"
     assert [m.content for m in first.search(v[1], scope=SCOPE, k=5)] != [] and all(
         m.content != "rolled back" for m in first.search(v[1], scope=SCOPE, k=5)
@@ -161,9 +161,9 @@ def test_search_is_not_stale_after_a_failed_write(opener: StoreOpener, call: str
 
 def brute_force(store: Any, q: np.ndarray, k: int, scope: Scope) -> list[str]:
     """The top k of the scope's active rows, read from the database by the test itself."""
-    with store._read() as cur:
-        where, params = store._scope_filter(cur, scope)
-        rows = store._x(
+    with store.backend.read() as cur:
+        where, params = store.backend.scope_filter(cur, scope)
+        rows = store.backend.execute(
             cur, f"SELECT id, embedding FROM memories WHERE {where} AND (expires_at IS NULL OR expires_at > ?)",
             (*params, time.time()),
         ).fetchall()
@@ -188,18 +188,18 @@ def test_two_stores_taking_turns_search_like_a_scan(opener: StoreOpener) -> None
         scope = SCOPE if rng.random() < 0.8 else other_scope
         op = rng.choice(["add", "add", "add_many", "delete", "archive", "supersede", "clear"],
                         p=[0.3, 0.2, 0.2, 0.1, 0.1, 0.08, 0.02])
-        current = store.memories(scope=scope)
+        current = store.memories.all(scope=scope)
         if op in ("add", "add_many") or not current:
             n = 1 if op == "add" else int(rng.integers(1, 6))
             batch = [Memory(content=f"step {step} memory {i}") for i in range(n)]
-            store.add_many(batch, scope=scope, embeddings=pool[used : used + n], merge=op == "add")
+            store.memories.add_many(batch, scope=scope, embeddings=pool[used : used + n], merge=op == "add")
             used += n
         elif op == "delete":
-            assert store.delete(current[int(rng.integers(len(current)))].id, scope=scope)
+            assert store.memories.delete(current[int(rng.integers(len(current)))].id, scope=scope)
         elif op == "archive":
-            assert store.archive(current[int(rng.integers(len(current)))].id, scope=scope)
+            assert store.archive.move(current[int(rng.integers(len(current)))].id, scope=scope)
         elif op == "supersede":
-            store.supersede(current[int(rng.integers(len(current)))].id, Memory(content=f"step {step} update"),
+            store.memories.supersede(current[int(rng.integers(len(current)))].id, Memory(content=f"step {step} update"),
                             scope=scope, embedding=pool[used])
             used += 1
         else:
@@ -326,27 +326,27 @@ def test_presearch_scores_equal_a_full_product(opener: StoreOpener) -> None:
     under it for the rows other writers added in between, are the full product."""
     first, second = opener(), opener()
     v = unit_rows(60, seed=8)
-    first.add_many([Memory(content=f"m{i}") for i in range(40)], scope=SCOPE, embeddings=v[:40])
+    first.memories.add_many([Memory(content=f"m{i}") for i in range(40)], scope=SCOPE, embeddings=v[:40])
     batch = v[50:53]
-    first._presearch(SCOPE, batch)
+    first.memories._index.presearch(SCOPE, batch)
     if opener.backend == "postgres":  # the check runs before the scope's row is locked: nothing to move
-        assert first._local().presearch is None
+        assert first.memories._index.presearched() is None
         return
-    second.add_many([Memory(content=f"n{i}") for i in range(5)], scope=SCOPE, embeddings=v[40:45])
-    with first._write() as cur:
-        matrix = first._matrix(cur, SCOPE, [first._scope_id(cur, SCOPE, create=False)])
+    second.memories.add_many([Memory(content=f"n{i}") for i in range(5)], scope=SCOPE, embeddings=v[40:45])
+    with first.backend.write() as cur:
+        matrix = first.memories._index.matrix(cur, SCOPE, [first.backend.scope_id(cur, SCOPE, create=False)])
         assert matrix.n == 45
-        assert first._local().presearch[0].prefix_of(matrix)  # caught up by appending, not rebuilt
+        assert first.memories._index.presearched()[0].prefix_of(matrix)  # caught up by appending, not rebuilt
         for i in range(len(batch)):
-            np.testing.assert_allclose(first._similarities(matrix, batch, i), matrix.vectors @ batch[i], atol=1e-6)
-    assert first._local().presearch is None  # dropped with the write
+            np.testing.assert_allclose(first.memories._index.similarities(matrix, batch, i), matrix.vectors @ batch[i], atol=1e-6)
+    assert first.memories._index.presearched() is None  # dropped with the write
     # Rows removed in between: the matrix is rebuilt and scored in full.
-    first._presearch(SCOPE, batch)
-    second.delete(second.memories(scope=SCOPE)[0].id, scope=SCOPE)
-    with first._write() as cur:
-        matrix = first._matrix(cur, SCOPE, [first._scope_id(cur, SCOPE, create=False)])
-        assert matrix.n == 44 and not first._local().presearch[0].prefix_of(matrix)
-        np.testing.assert_allclose(first._similarities(matrix, batch, 0), matrix.vectors @ batch[0], atol=1e-6)
+    first.memories._index.presearch(SCOPE, batch)
+    second.memories.delete(second.memories.all(scope=SCOPE)[0].id, scope=SCOPE)
+    with first.backend.write() as cur:
+        matrix = first.memories._index.matrix(cur, SCOPE, [first.backend.scope_id(cur, SCOPE, create=False)])
+        assert matrix.n == 44 and not first.memories._index.presearched()[0].prefix_of(matrix)
+        np.testing.assert_allclose(first.memories._index.similarities(matrix, batch, 0), matrix.vectors @ batch[0], atol=1e-6)
 
 
 def test_a_scope_id_is_not_shared_before_its_row_is_committed(opener: StoreOpener) -> None:
@@ -355,13 +355,13 @@ def test_a_scope_id_is_not_shared_before_its_row_is_committed(opener: StoreOpene
     read until then (on PostgreSQL they would write to a row they cannot see)."""
     store = opener()
     seen: list[bool] = []
-    real = store._matrix
+    real = store.memories._index.matrix
 
     def matrix(cur: Any, scope: Scope, sids: list[int]) -> Any:
         found = real(cur, scope, sids)
-        seen.append(scope.values() in store._scope_ids)
+        seen.append(scope.values() in store.backend._scope_ids)
         return found
 
-    store._matrix = matrix
+    store.memories._index.matrix = matrix
     store.add(Memory(content="the first memory of a new scope"), scope=SCOPE, embedding=unit_rows(1, seed=9)[0])
     assert seen == [False]

@@ -137,12 +137,12 @@ def test_the_pair_in_the_store(table_store, old: str, new: str, action: str, rea
     assert isinstance(first, AddResult) and first.action == "added" and first.replaced == ""
     second = table_store.add(Memory(content=new, tags=["new"]), scope=scope)
     assert second.action == action, (second.action, cosine(old, new))
-    current = table_store.memories(scope=scope)
+    current = table_store.memories.all(scope=scope)
     hits = table_store.search(new, scope=scope, k=10)
     if action == "merged":
         assert second == first and second.replaced == first
         assert [m.content for m in current] == [old] and current[0].tags == ["old", "new"] and current[0].merged == 1
-        assert table_store.archived(scope=scope) == []
+        assert table_store.archive.all(scope=scope) == []
     elif action == "superseded":
         assert second != first and second.replaced == first
         assert [m.id for m in current] == [second] and current[0].supersedes == first
@@ -150,14 +150,14 @@ def test_the_pair_in_the_store(table_store, old: str, new: str, action: str, rea
         assert [h.id for h in hits] == [second]
         assert [h.id for h in table_store.search(old, scope=scope, k=10)] == [second]
         assert table_store.get(first, scope=scope) is None
-        gone = table_store.get_archived(first, scope=scope)
+        gone = table_store.archive.get(first, scope=scope)
         assert gone.content == old and gone.status == "archived"
         assert gone.archived_reason == "superseded" and gone.superseded_by == second
         assert [m.content for m in table_store.history(first, scope=scope)] == [old, new]
         assert [m.status for m in table_store.history(second, scope=scope)] == ["archived", "active"]
     else:
         assert second.replaced == "" and {m.content for m in current} == {old, new}
-        assert {h.id for h in hits} == {first, second} and table_store.archived(scope=scope) == []
+        assert {h.id for h in hits} == {first, second} and table_store.archive.all(scope=scope) == []
 
 
 TEMPLATES = [
@@ -200,14 +200,14 @@ def test_a_chain_of_updates(store) -> None:
     assert [h.id for h in store.search("which SDK version", scope=U1, k=10)] == [ids[2]]
     assert store.history("no such id", scope=U1) == [] and store.history(ids[0], scope=U2) == []
     assert [m.id for m in store.history(ids[0], scope=U1.widen())] == ids
-    assert {m.id for m in store.archived(scope=U1)} == set(ids[:2])
+    assert {m.id for m in store.archive.all(scope=U1)} == set(ids[:2])
 
 
 def test_merge_false_and_the_thresholds(opener) -> None:
     store = opener()
     old = store.add(Memory(content="Deploys are allowed on Tuesday"), scope=U1)
     new = store.add(Memory(content="Deploys are not allowed on Tuesday"), scope=U1, merge=False)
-    assert new.action == "added" and store.count(scope=U1) == 2
+    assert new.action == "added" and store.memories.count(scope=U1) == 2
     assert store.add(Memory(content="Deploys are allowed on Tuesdays"), scope=U1, merge=False).action == "added"
 
     never_merge = opener(merge_threshold=None)
@@ -218,15 +218,15 @@ def test_merge_false_and_the_thresholds(opener) -> None:
     # an update replaces every stored statement of the old value, not only the closest
     b = never_merge.add(Memory(content="The office opens at 10am"), scope=scope)
     assert b.action == "superseded" and b.replaced in {a, a2}
-    assert [m.id for m in never_merge.memories(scope=scope)] == [b]
-    assert {(m.id, m.superseded_by) for m in never_merge.archived(scope=scope)} == {(a, b), (a2, b)}
+    assert [m.id for m in never_merge.memories.all(scope=scope)] == [b]
+    assert {(m.id, m.superseded_by) for m in never_merge.archive.all(scope=scope)} == {(a, b), (a2, b)}
 
     never_supersede = opener(supersede_threshold=None)
     scope = Scope(user_id="u1", conversation_id="never-supersede")
     a = never_supersede.add(Memory(content="Standup is on Monday"), scope=scope)
     assert never_supersede.add(Memory(content="Standup is on Monday."), scope=scope) == a
     assert never_supersede.add(Memory(content="Standup is on Friday"), scope=scope).action == "added"
-    assert never_supersede.count(scope=scope) == 2
+    assert never_supersede.memories.count(scope=scope) == 2
 
     strict = opener(merge_threshold=0.999)  # cosine 0.983: no longer close enough to merge
     scope = Scope(user_id="u1", conversation_id="strict")
@@ -243,13 +243,13 @@ def test_same_category_and_scope_only(store) -> None:
     decided = store.add(Memory(category="decision", content="Deploys are not allowed on Tuesday"), scope=U1)
     other = store.add(Memory(content="Deploys are not allowed on Tuesday"), scope=U2)
     assert decided.action == other.action == "added"
-    assert store.get(old, scope=U1) is not None and store.archived(scope=U1) == []
+    assert store.get(old, scope=U1) is not None and store.archive.all(scope=U1) == []
     assert store.add(Memory(content="Deploys are not allowed on Tuesday"), scope=U1).replaced == old
 
 
 def test_updates_within_one_batch(store) -> None:
     store.add(Memory(content="We run 3 servers in production"), scope=U1)
-    results = store.add_many(
+    results = store.memories.add_many(
         [
             Memory(content="Standup is on Monday"),
             Memory(content="Standup is on Friday"),  # supersedes the one before it
@@ -262,33 +262,33 @@ def test_updates_within_one_batch(store) -> None:
     )
     assert [r.action for r in results] == ["added", "superseded", "superseded", "merged", "added"]
     assert results[1].replaced == results[0] and results[3] == results[1]
-    assert {m.content for m in store.memories(scope=U1)} == {
+    assert {m.content for m in store.memories.all(scope=U1)} == {
         "Standup is on Friday", "We run 5 servers in production", "The cat is called Tom"
     }
-    assert {(m.content, m.superseded_by) for m in store.archived(scope=U1)} == {
+    assert {(m.content, m.superseded_by) for m in store.archive.all(scope=U1)} == {
         ("Standup is on Monday", results[1]), ("We run 3 servers in production", results[2])
     }
     # the bulk default does not compare (exact duplicates are still stored once)
-    plain = store.add_many([Memory(content="Standup is on Tuesday"), Memory(content="The cat is called Tom")], scope=U1)
-    assert [r.action for r in plain] == ["added", "merged"] and store.count(scope=U1) == 4
+    plain = store.memories.add_many([Memory(content="Standup is on Tuesday"), Memory(content="The cat is called Tom")], scope=U1)
+    assert [r.action for r in plain] == ["added", "merged"] and store.memories.count(scope=U1) == 4
 
 
 def test_supersede_is_explicit_and_atomic(store) -> None:
     old = store.add(Memory(category="decision", content="Deploy on Fridays"), scope=U1)
     # not a reading of the texts: the caller says this replaces that
-    new = store.supersede(old, Memory(category="decision", content="Use the release train"), scope=U1)
+    new = store.memories.supersede(old, Memory(category="decision", content="Use the release train"), scope=U1)
     assert new.action == "superseded" and new.replaced == old and store.get(new, scope=U1).supersedes == old
-    assert store.get_archived(old, scope=U1).superseded_by == new
+    assert store.archive.get(old, scope=U1).superseded_by == new
     # the same call again (a retry) changes nothing; another successor for an archived one is refused
-    again = store.supersede(old, Memory(category="decision", content="Use the release train"), scope=U1)
-    assert (again, again.action, again.replaced) == (new, "superseded", old) and store.count(scope=U1) == 1
+    again = store.memories.supersede(old, Memory(category="decision", content="Use the release train"), scope=U1)
+    assert (again, again.action, again.replaced) == (new, "superseded", old) and store.memories.count(scope=U1) == 1
     with pytest.raises(StoreError, match="no active memory"):
-        store.supersede(old, Memory(category="decision", content="Something else"), scope=U1)
-    assert store.count(scope=U1) == 1  # the failed call stored nothing
+        store.memories.supersede(old, Memory(category="decision", content="Something else"), scope=U1)
+    assert store.memories.count(scope=U1) == 1  # the failed call stored nothing
     with pytest.raises(InvalidTypeError, match="new"):
-        store.supersede(new, "text", scope=U1)  # type: ignore[arg-type]
-    same = store.supersede(new, Memory(category="decision", content="Use the release train"), scope=U1)
-    assert same.action == "merged" and same == new and store.count(scope=U1) == 1
+        store.memories.supersede(new, "text", scope=U1)  # type: ignore[arg-type]
+    same = store.memories.supersede(new, Memory(category="decision", content="Use the release train"), scope=U1)
+    assert same.action == "merged" and same == new and store.memories.count(scope=U1) == 1
 
 
 def test_a_superseded_memory_added_again_is_current_again(store) -> None:
@@ -296,8 +296,8 @@ def test_a_superseded_memory_added_again_is_current_again(store) -> None:
     b = store.add(Memory(content="Deploys are not allowed on Tuesday"), scope=U1)
     again = store.add(Memory(content="Deploys are allowed on Tuesday"), scope=U1)
     assert again == a and again.action == "superseded" and again.replaced == b
-    assert [m.id for m in store.memories(scope=U1)] == [a]
-    assert store.get_archived(a, scope=U1) is None and store.get_archived(b, scope=U1).superseded_by == a
+    assert [m.id for m in store.memories.all(scope=U1)] == [a]
+    assert store.archive.get(a, scope=U1) is None and store.archive.get(b, scope=U1).superseded_by == a
     assert [m.id for m in store.history(a, scope=U1)] == [b, a]  # the cycle a -> b -> a ends
 
 

@@ -322,7 +322,7 @@ def test_evicted_originals_come_back_from_the_store(tmp_path) -> None:
         by_id = {r.id: m for r, m in zip(eng.optimize(msgs, budget=300).items, msgs)}
         for item_id in removed:
             assert eng.restore(item_id) == by_id[item_id]
-        assert store.memo_get(ARCHIVE_NAMESPACE, removed[0]) == by_id[removed[0]]
+        assert store.caches.memo_get(ARCHIVE_NAMESPACE, removed[0]) == by_id[removed[0]]
         with pytest.raises(InvalidInputError, match="not in the store either"):
             eng.restore("m-unknown")
 
@@ -342,10 +342,10 @@ def test_engines_of_two_users_sharing_a_store_keep_apart(tmp_path) -> None:
             with pytest.raises(InvalidInputError, match="not in the store either"):
                 other.restore(removed[0])
             assert "Nothing is stored" in other.recall(openai_call(removed[0]))["content"]
-        assert store.memo_get(ARCHIVE_NAMESPACE, removed[0], scope=alice) is not None
-        assert store.memo_get(ARCHIVE_NAMESPACE, removed[0], scope=bob) is None
+        assert store.caches.memo_get(ARCHIVE_NAMESPACE, removed[0], scope=alice) is not None
+        assert store.caches.memo_get(ARCHIVE_NAMESPACE, removed[0], scope=bob) is None
         store.clear(alice)  # a user's data goes with their scope
-        assert store.memo_get(ARCHIVE_NAMESPACE, removed[0], scope=alice) is None
+        assert store.caches.memo_get(ARCHIVE_NAMESPACE, removed[0], scope=alice) is None
 
 
 def test_the_engine_scope_is_checked() -> None:
@@ -367,40 +367,52 @@ def test_an_original_the_store_cannot_encode_stays_in_memory(tmp_path) -> None:
         pass
 
     with SqliteStore(tmp_path / "agent.db") as store:
-        archive = Archive(store=store)
+        archive = Archive(caches=store.caches)
         message = {"role": "user", "content": "x", "meta": Opaque()}
         with pytest.warns(UserWarning, match="'odd'.*archived in memory only"):
             archive.put_many([("odd", message), ("fine", {"role": "user", "content": "y"})])
-        assert archive.get("odd")["content"] == "x" and store.memo_get(ARCHIVE_NAMESPACE, "odd") is None
-        assert store.memo_get(ARCHIVE_NAMESPACE, "fine") == {"role": "user", "content": "y"}
+        assert archive.get("odd")["content"] == "x" and store.caches.memo_get(ARCHIVE_NAMESPACE, "odd") is None
+        assert store.caches.memo_get(ARCHIVE_NAMESPACE, "fine") == {"role": "user", "content": "y"}
 
 
 def test_a_store_without_the_memo_api_keeps_the_archive_in_memory() -> None:
-    class Minimal:
+    class MinimalCaches:
         def get_summary(self, content_hash, level):
             return None
 
         def put_summary(self, content_hash, level, summary, tokens=0):
             pass
 
+    class Minimal:
+        caches = MinimalCaches()
+
     with pytest.warns(UserWarning, match="no memo_get/memo_set"):
         eng = engine(store=Minimal())
-    assert eng.archive.store is None
+    assert eng.archive.caches is None
     removed = _removed(eng, travel())
     assert eng.restore(removed[0])
+
+
+def test_a_store_without_caches_is_refused() -> None:
+    class NoCaches:
+        def memo_get(self, namespace, key, default=None):
+            return default
+
+    with pytest.raises(InvalidTypeError, match=r"store: NoCaches has no caches\. Fix: pass a ctxfold\.memory store"):
+        engine(store=NoCaches())
 
 
 def test_memo_set_many_writes_all_in_one_call(tmp_path) -> None:
     from ctxfold.memory import SqliteStore
 
     with SqliteStore(tmp_path / "agent.db") as store:
-        store.memo_set_many("ns", {"a": {"x": [1, 2]}, "b": "text", ("k", 1): 3})
-        assert [store.memo_get("ns", k) for k in ("a", "b", ("k", 1))] == [{"x": [1, 2]}, "text", 3]
-        store.memo_set_many("ns", {"a": 1})
-        assert store.memo_get("ns", "a") == 1
+        store.caches.memo_set_many("ns", {"a": {"x": [1, 2]}, "b": "text", ("k", 1): 3})
+        assert [store.caches.memo_get("ns", k) for k in ("a", "b", ("k", 1))] == [{"x": [1, 2]}, "text", 3]
+        store.caches.memo_set_many("ns", {"a": 1})
+        assert store.caches.memo_get("ns", "a") == 1
         with pytest.raises(InvalidTypeError, match="values"):
-            store.memo_set_many("ns", {"c": object()})
-        assert store.memo_get("ns", "c") is None
+            store.caches.memo_set_many("ns", {"c": object()})
+        assert store.caches.memo_get("ns", "c") is None
 
 
 PROCESS_1 = textwrap.dedent("""

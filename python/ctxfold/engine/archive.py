@@ -34,7 +34,7 @@ __all__ = [
 #: thousands of ordinary messages; a store keeps everything past it.
 DEFAULT_ARCHIVE_BYTES = 64 << 20
 #: The store memo namespace holding archived originals (delete them with
-#: ``store.memo_purge(ARCHIVE_NAMESPACE)``).
+#: ``store.caches.memo_purge(ARCHIVE_NAMESPACE)``).
 ARCHIVE_NAMESPACE = "ctxfold.engine.archive"
 RECALL_TOOL_NAME = "recall"
 
@@ -43,25 +43,26 @@ _msgpack_encode = msgspec.msgpack.Encoder().encode
 
 class Archive:
     """Originals by item id: an LRU bounded by `max_bytes` (approximate
-    bytes, `approx_bytes`), backed by `store` when given (anything with
-    ``memo_get``/``memo_set``, as every `ctxfold.memory` store has).
+    bytes, `approx_bytes`), backed by `caches` when given (anything with
+    ``memo_get``/``memo_set``, as the ``caches`` of every `ctxfold.memory` store has).
 
     A message larger than the whole bound is kept in the store only, in
     `scope` when given (one exact `ctxfold.memory.Scope`). The same id
     archived again with other content replaces the earlier one (ids are meant
     to be unique across the conversations an engine sees)."""
 
-    def __init__(self, max_bytes: int = DEFAULT_ARCHIVE_BYTES, store: Any = None, scope: Any = None) -> None:
+    def __init__(self, max_bytes: int = DEFAULT_ARCHIVE_BYTES, caches: Any = None, scope: Any = None) -> None:
         self._memory: Lru[str, Any] = Lru(check_bytes(max_bytes, "archive_bytes"))
-        if store is not None and not (callable(getattr(store, "memo_get", None)) and callable(getattr(store, "memo_set", None))):
+        if caches is not None and not (callable(getattr(caches, "memo_get", None)) and callable(getattr(caches, "memo_set", None))):
             warnings.warn(
-                f"store: {type(store).__name__} has no memo_get/memo_set, so removed messages are archived in memory "
-                "only (restore fails once they are evicted); use a ctxfold.memory store or add those two methods",
+                f"store: its caches ({type(caches).__name__}) have no memo_get/memo_set, so removed messages are "
+                "archived in memory only (restore fails once they are evicted); use a ctxfold.memory store or add "
+                "those two methods",
                 stacklevel=3,
             )
-            store = None
-        self.store = store
-        # Only a scoped call passes scope=, so a duck-typed store without the keyword keeps working.
+            caches = None
+        self.caches = caches
+        # Only a scoped call passes scope=, so duck-typed caches without the keyword keep working.
         self._scoped: dict[str, Any] = {} if scope is None else {"scope": scope}
 
     @property
@@ -92,11 +93,11 @@ class Archive:
             if known is not None and known == message:
                 continue
             stored = None
-            if known is None and self.store is not None:
-                stored = self.store.memo_get(ARCHIVE_NAMESPACE, item_id, **self._scoped)
+            if known is None and self.caches is not None:
+                stored = self.caches.memo_get(ARCHIVE_NAMESPACE, item_id, **self._scoped)
             kept = copy.deepcopy(message)
             self._memory.put(item_id, kept, approx_bytes(kept) + approx_bytes(item_id) + ENTRY_OVERHEAD)
-            if self.store is not None and stored != message:
+            if self.caches is not None and stored != message:
                 writes[item_id] = kept
         if writes:
             self._persist(writes)
@@ -108,8 +109,8 @@ class Archive:
 
     def _find(self, item_id: str) -> Any | None:
         found = self._memory.get(item_id)
-        if found is None and self.store is not None:
-            found = self.store.memo_get(ARCHIVE_NAMESPACE, item_id, **self._scoped)
+        if found is None and self.caches is not None:
+            found = self.caches.memo_get(ARCHIVE_NAMESPACE, item_id, **self._scoped)
             if found is not None:
                 self._memory.put(item_id, found, approx_bytes(found) + approx_bytes(item_id) + ENTRY_OVERHEAD)
         return found
@@ -129,12 +130,12 @@ class Archive:
             storable[item_id] = message
         if not storable:
             return
-        set_many = getattr(self.store, "memo_set_many", None)
+        set_many = getattr(self.caches, "memo_set_many", None)
         if callable(set_many):
             set_many(ARCHIVE_NAMESPACE, storable, **self._scoped)
         else:
             for item_id, message in storable.items():
-                self.store.memo_set(ARCHIVE_NAMESPACE, item_id, message, **self._scoped)
+                self.caches.memo_set(ARCHIVE_NAMESPACE, item_id, message, **self._scoped)
 
 
 def tool_call_names(items: Sequence[Item]) -> dict[str, str]:

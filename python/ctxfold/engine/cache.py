@@ -5,9 +5,9 @@ hash), never positions, so edits and reorderings can never hit a stale entry.
 
 The tables share one bound in bytes (`EngineCache(max_bytes=...)`, the
 engine's `cache_bytes`): the least recently used entry of any table goes
-first, so the memory follows whichever table the workload fills. A `store`
-(anything with the small key-value API of `ctxfold.memory`'s caches) makes
-embeddings and summaries outlive the process."""
+first, so the memory follows whichever table the workload fills. A store's
+`caches` (anything with the small key-value API of `ctxfold.memory`'s
+``store.caches``) make embeddings and summaries outlive the process."""
 
 from __future__ import annotations
 
@@ -268,17 +268,17 @@ class CachingEmbedder:
     """Wraps an embedder (`embed(list[str]) -> (n, d) array`): texts seen
     before are not embedded again."""
 
-    def __init__(self, embedder: Any, cache: Lru[str, np.ndarray], model_name: str = "", store: Any = None) -> None:
+    def __init__(self, embedder: Any, cache: Lru[str, np.ndarray], model_name: str = "", caches: Any = None) -> None:
         self.embedder = embedder
         self.cache = cache
         self.model_name = model_name or type(embedder).__name__
-        self.store = store
+        self.caches = caches
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         found: list[np.ndarray | None] = [self.cache.get(t) for t in texts]
         missing = [i for i, v in enumerate(found) if v is None]
-        if missing and self.store is not None:
-            self._from_store(texts, found, missing)
+        if missing and self.caches is not None:
+            self._from_caches(texts, found, missing)
             missing = [i for i, v in enumerate(found) if v is None]
         if missing:
             fresh = np.asarray(self.embedder.embed([texts[i] for i in missing]), dtype=np.float32)
@@ -286,8 +286,8 @@ class CachingEmbedder:
                 # A copy: a row view would keep the whole batch alive, unaccounted.
                 found[i] = vector = vector.copy()
                 self.cache.put(texts[i], vector)
-            if self.store is not None:
-                self.store.put_embeddings(
+            if self.caches is not None:
+                self.caches.put_embeddings(
                     [content_hash(texts[i]) for i in missing], self.model_name, fresh
                 )
         if not texts:
@@ -295,9 +295,9 @@ class CachingEmbedder:
         return np.stack(found)  # type: ignore[arg-type]
 
 
-    def _from_store(self, texts: Sequence[str], found: list[np.ndarray | None], missing: list[int]) -> None:
+    def _from_caches(self, texts: Sequence[str], found: list[np.ndarray | None], missing: list[int]) -> None:
         hashes = [content_hash(texts[i]) for i in missing]
-        stored = self.store.get_embeddings(hashes, self.model_name)
+        stored = self.caches.get_embeddings(hashes, self.model_name)
         for i, h in zip(missing, hashes):
             vector = stored.get(h)
             if vector is not None:
@@ -308,9 +308,9 @@ class CachingEmbedder:
 class EngineCache:
     """The engine's caches, bounded together by `max_bytes` (approximate
     bytes of keys and values; the least recently used entry of any table
-    is evicted first). Summaries persist in `store`, in `scope` when given."""
+    is evicted first). Summaries persist in `caches`, in `scope` when given."""
 
-    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES, store: Any = None, scope: Any = None) -> None:
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES, caches: Any = None, scope: Any = None) -> None:
         self.pool = BytePool(max_bytes)
         pool = self.pool
         self.costs: Lru[bytes, int] = Lru(sizeof=_cost_bytes, pool=pool)
@@ -325,7 +325,7 @@ class EngineCache:
         """Date-annotated text by (text, the anchor's date); "" for a text with nothing to annotate."""
         self.arc_facts: Lru[str, Any] = Lru(sizeof=_arc_facts_bytes, pool=pool)
         """What the conversation arc reads from each text (`ctxfold.arc.MessageFacts`)."""
-        self.store = store
+        self.caches = caches
         self._scoped: dict[str, Any] = {} if scope is None else {"scope": scope}
 
     @property
@@ -376,16 +376,16 @@ class EngineCache:
 
     def summary(self, key: tuple[str, int]) -> str | None:
         found = self.summaries.get(key)
-        if found is None and self.store is not None:
-            found = self.store.get_summary(*key, **self._scoped)
+        if found is None and self.caches is not None:
+            found = self.caches.get_summary(*key, **self._scoped)
             if found is not None:
                 self.summaries.put(key, found)
         return found
 
     def put_summary(self, key: tuple[str, int], text: str) -> None:
         self.summaries.put(key, text)
-        if self.store is not None:
-            self.store.put_summary(*key, text, **self._scoped)
+        if self.caches is not None:
+            self.caches.put_summary(*key, text, **self._scoped)
 
     def clear(self) -> None:
         self.costs.clear()

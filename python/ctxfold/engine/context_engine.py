@@ -49,6 +49,20 @@ def _store_scope(store: Any, scope: Any) -> Any:
     return check_scope(scope, write=True)
 
 
+def _store_caches(store: Any) -> Any:
+    """The caches of ``store`` the engine keeps summaries, embeddings and originals in (None without a store)."""
+    if store is None:
+        return None
+    caches = getattr(store, "caches", None)
+    if caches is None:
+        raise InvalidTypeError(
+            f"store: {type(store).__name__} has no caches. Fix: pass a ctxfold.memory store "
+            "(SqliteStore, PostgresStore), or an object whose .caches has their get_summary/put_summary, "
+            "get_embeddings/put_embeddings and memo_get/memo_set"
+        )
+    return caches
+
+
 class ContextEngine:
     """Fits an agent's messages into a token budget.
 
@@ -87,10 +101,11 @@ class ContextEngine:
         cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         scope = _store_scope(store, scope)
+        caches = _store_caches(store)
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(model, encoding)
         self.config = config if config is not None else EngineConfig()
         self.summarizer = summarizer if summarizer is not None else _default_summarizer(self.tokenizer)
-        self.archive = Archive(archive_bytes, store=store, scope=scope)
+        self.archive = Archive(archive_bytes, caches=caches, scope=scope)
         if not (embedder is None or (isinstance(embedder, str) and embedder == "static") or callable(getattr(embedder, "embed", None))):
             raise InvalidTypeError(
                 f"embedder: {type(embedder).__name__} has no embed() method. Fix: pass an object with "
@@ -100,7 +115,7 @@ class ContextEngine:
         self._embedder: Any = None
         self.store = store
         self.scope = scope
-        self.cache = EngineCache(check_bytes(cache_bytes, "cache_bytes"), store=store, scope=scope)
+        self.cache = EngineCache(check_bytes(cache_bytes, "cache_bytes"), caches=caches, scope=scope)
 
     def optimize(
         self,
@@ -208,7 +223,7 @@ class ContextEngine:
         found = self.archive.get(item_id)
         if found is None:
             fix = (
-                "it is not in the store either" if self.archive.store is not None
+                "it is not in the store either" if self.archive.caches is not None
                 else f"pass store= to keep originals past archive_bytes={self.archive.max_bytes}"
             )
             raise InvalidInputError(
@@ -252,7 +267,7 @@ class ContextEngine:
                 embedder = StaticEmbedder(weighted=True)
             else:
                 embedder = self._embedder_spec
-            self._embedder = CachingEmbedder(embedder, self.cache.embeddings, _model_id(embedder), self.store)
+            self._embedder = CachingEmbedder(embedder, self.cache.embeddings, _model_id(embedder), self.cache.caches)
         return self._embedder
 
     # -- helpers ---------------------------------------------------------------------

@@ -1,6 +1,9 @@
 """Memory persistence: typed memories, memory tiers, caches, iteration records
 and agent messages in SQLite (the embedded default) or PostgreSQL (many agents
 on many machines sharing one memory), behind one `MemoryStore` protocol.
+A store holds one store per concern over one connection: ``store.memories``,
+``store.archive``, ``store.caches``, ``store.chat``, ``store.working``,
+``store.episodes``, ``store.agent_messages``, ``store.iterations``.
 
 ```python
 from ctxfold.memory import SqliteStore, PostgresStore, Scope, Memory
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING
 from ctxfold._lazy import lazy_attributes
 
 from ctxfold.errors import StoreError
-from ctxfold.memory.protocol import MemoryStore
+from ctxfold.memory.protocol import EngineCaches, MemoryStore
 from ctxfold.memory.records import Effectiveness, Memory, Source
 from ctxfold.memory.scope import Scope
 from ctxfold.memory.sqlite import SqliteStore
@@ -49,6 +52,7 @@ _LAZY = {
 
 __all__ = [
     "MemoryStore",
+    "EngineCaches",
     "SqliteStore",
     "Scope",
     "Memory",

@@ -1,5 +1,5 @@
-"""The engine's caches, kept in the store so a restarted process does not
-recompute:
+"""The engine's caches (``store.caches``), kept in the store so a restarted
+process does not recompute:
 
 - **compaction summaries** keyed by (scope, message range, level, content
   hash), with the summary's token count: `put_compaction` / `get_compaction`
@@ -34,11 +34,12 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxfold.errors import InvalidInputError, InvalidTypeError
+from ctxfold.memory.backend import Part
 from ctxfold.memory.checks import integer, positive_seconds, storable, text
 from ctxfold.memory.embedding import from_blobs, to_blob
 from ctxfold.memory.scope import Scope, check_scope
 
-__all__ = ["CachesMixin", "CompactionSummary", "StoreEmbeddingCache"]
+__all__ = ["Caches", "CompactionSummary", "StoreEmbeddingCache"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _MISSING = object()
@@ -92,8 +93,10 @@ def _exact(scope: Scope, what: str) -> Scope:
     return scope
 
 
-class CachesMixin:
-    """Compaction, embedding and memoisation caches of `SqlStore`."""
+class Caches(Part):
+    """Compaction summaries, embeddings and memoised values (``store.caches``)."""
+
+    idempotent = frozenset({"put_compaction", "put_summary", "put_embeddings", "memo_set", "memo_set_many"})
 
     # --- compaction summaries -------------------------------------------------------
 
@@ -109,9 +112,9 @@ class CachesMixin:
         content_hash = text(content_hash, "content_hash", key=True)
         summary = text(summary, "summary", column=True)
         target = _compaction_scope(conversation_id, scope, write=True)
-        with self._write() as cur:  # type: ignore[attr-defined]
-            sid = self._scope_id(cur, target, create=True)  # type: ignore[attr-defined]
-            self._x(  # type: ignore[attr-defined]
+        with self.backend.write() as cur:
+            sid = self.backend.scope_id(cur, target, create=True)
+            self.backend.execute(
                 cur,
                 "INSERT INTO summaries (scope_id, range_start, range_end, level, content_hash, summary, tokens, "
                 "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope_id, range_start, range_end, "
@@ -127,9 +130,9 @@ class CachesMixin:
         start, end, level = (integer(v, n) for v, n in ((start, "start"), (end, "end"), (level, "level")))
         content_hash = text(content_hash, "content_hash", column=True)
         target = _exact(_compaction_scope(conversation_id, scope, write=False), "a compaction summary")
-        with self._read() as cur:  # type: ignore[attr-defined]
-            sid = self._scope_id(cur, target, create=False)  # type: ignore[attr-defined]
-            row = None if sid is None else self._x(  # type: ignore[attr-defined]
+        with self.backend.read() as cur:
+            sid = self.backend.scope_id(cur, target, create=False)
+            row = None if sid is None else self.backend.execute(
                 cur,
                 "SELECT summary, tokens, created_at FROM summaries WHERE scope_id = ? AND range_start = ? "
                 "AND range_end = ? AND level = ? AND content_hash = ?",
@@ -146,9 +149,9 @@ class CachesMixin:
         """Every cached summary of a conversation in ``scope`` (a wide scope:
         in every scope of it that has this conversation), by range."""
         target = _compaction_scope(conversation_id, scope, write=False)
-        with self._read() as cur:  # type: ignore[attr-defined]
-            where, params = self._scope_filter(cur, target, "m.scope_id")  # type: ignore[attr-defined]
-            rows = self._x(  # type: ignore[attr-defined]
+        with self.backend.read() as cur:
+            where, params = self.backend.scope_filter(cur, target, "m.scope_id")
+            rows = self.backend.execute(
                 cur,
                 "SELECT m.range_start, m.range_end, m.level, m.content_hash, m.summary, m.tokens, m.created_at, "
                 "s.user_id, s.agent_id, s.session_id FROM summaries m JOIN scopes s ON s.id = m.scope_id "
@@ -182,11 +185,11 @@ class CachesMixin:
         found: dict[str, npt.NDArray[np.float32]] = {}
         model = text(model, "model", column=True)
         keys = list(dict.fromkeys(_hashes(hashes, write=False)))
-        with self._read() as cur:  # type: ignore[attr-defined]
+        with self.backend.read() as cur:
             for start in range(0, len(keys), _CHUNK):
                 chunk = keys[start : start + _CHUNK]
                 marks = ", ".join("?" * len(chunk))
-                rows = self._x(  # type: ignore[attr-defined]
+                rows = self.backend.execute(
                     cur, f"SELECT content_hash, dim, vector FROM embeddings WHERE model = ? AND content_hash IN ({marks})",
                     (model, *chunk),
                 ).fetchall()
@@ -207,12 +210,11 @@ class CachesMixin:
             return
         if not np.isfinite(array).all():
             raise InvalidInputError("vectors: hold NaN or infinite values. Fix: cache only finite embeddings")
-        with self._write() as cur:  # type: ignore[attr-defined]
-            cur.executemany(
-                self._sql(  # type: ignore[attr-defined]
-                    "INSERT INTO embeddings (content_hash, model, dim, vector) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (content_hash, model) DO UPDATE SET dim = excluded.dim, vector = excluded.vector"
-                ),
+        with self.backend.write() as cur:
+            self.backend.executemany(
+                cur,
+                "INSERT INTO embeddings (content_hash, model, dim, vector) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (content_hash, model) DO UPDATE SET dim = excluded.dim, vector = excluded.vector",
                 [(h, model, array.shape[1], to_blob(v)) for h, v in zip(hashes, array)],
             )
 
@@ -228,9 +230,9 @@ class CachesMixin:
         target = _exact(_default_scope(scope, write=False), "a memo value")
         namespace = text(namespace, "namespace", column=True)
         memo_key = _memo_key(key, write=False)
-        with self._read() as cur:  # type: ignore[attr-defined]
-            sid = self._scope_id(cur, target, create=False)  # type: ignore[attr-defined]
-            row = None if sid is None else self._x(  # type: ignore[attr-defined]
+        with self.backend.read() as cur:
+            sid = self.backend.scope_id(cur, target, create=False)
+            row = None if sid is None else self.backend.execute(
                 cur, "SELECT value, expires_at FROM memo WHERE scope_id = ? AND namespace = ? AND key = ?",
                 (sid, namespace, memo_key),
             ).fetchone()
@@ -263,14 +265,13 @@ class CachesMixin:
             self._memo_write(target, rows)
 
     def _memo_write(self, scope: Scope, rows: list[tuple[Any, ...]]) -> None:
-        with self._write() as cur:  # type: ignore[attr-defined]
-            sid = self._scope_id(cur, scope, create=True)  # type: ignore[attr-defined]
-            cur.executemany(
-                self._sql(  # type: ignore[attr-defined]
-                    "INSERT INTO memo (scope_id, namespace, key, value, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (scope_id, namespace, key) DO UPDATE SET value = excluded.value, "
-                    "created_at = excluded.created_at, expires_at = excluded.expires_at"
-                ),
+        with self.backend.write() as cur:
+            sid = self.backend.scope_id(cur, scope, create=True)
+            self.backend.executemany(
+                cur,
+                "INSERT INTO memo (scope_id, namespace, key, value, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (scope_id, namespace, key) DO UPDATE SET value = excluded.value, "
+                "created_at = excluded.created_at, expires_at = excluded.expires_at",
                 [(sid, *row) for row in rows],
             )
 
@@ -280,16 +281,16 @@ class CachesMixin:
         ``namespace`` in ``scope`` (default ``Scope()``; a wide scope: in every
         scope it covers); ``memo_purge(scope=...)``: the expired ones of ``scope``."""
         namespace = text(namespace, "namespace", column=True, optional=True)
-        with self._write() as cur:  # type: ignore[attr-defined]
+        with self.backend.write() as cur:
             if namespace is None and scope is None:
-                rows = self._x(cur, "DELETE FROM memo WHERE expires_at <= ? RETURNING key", (time.time(),))  # type: ignore[attr-defined]
+                rows = self.backend.execute(cur, "DELETE FROM memo WHERE expires_at <= ? RETURNING key", (time.time(),))
                 return len(rows.fetchall())
-            where, params = self._scope_filter(cur, _default_scope(scope, write=False))  # type: ignore[attr-defined]
+            where, params = self.backend.scope_filter(cur, _default_scope(scope, write=False))
             if namespace is None:
                 sql, args = f"DELETE FROM memo WHERE {where} AND expires_at <= ?", (*params, time.time())
             else:
                 sql, args = f"DELETE FROM memo WHERE {where} AND namespace = ?", (*params, namespace)
-            return len(self._x(cur, sql + " RETURNING key", args).fetchall())  # type: ignore[attr-defined]
+            return len(self.backend.execute(cur, sql + " RETURNING key", args).fetchall())
 
     def memoize(self, namespace: str, *, ttl: float | None = None, scope: Scope | None = None) -> Callable[[F], F]:
         """A decorator caching a function's results in the store (in ``scope``) by its arguments."""
@@ -333,17 +334,17 @@ def _hashes(hashes: Any, *, write: bool) -> list[str]:
 class StoreEmbeddingCache:
     """`ctxfold.EmbeddingCache` over a store's embedding table, for one model."""
 
-    def __init__(self, store: Any, model: str) -> None:
+    def __init__(self, caches: Caches, model: str) -> None:
         if not isinstance(model, str) or not model:
             raise InvalidInputError("model: pass the name of the embedding model the vectors come from")
         text(model, "model", key=True)
-        self.store = store
+        self.caches = caches
         self.model = model
 
     def get_many(self, keys: Sequence[str]) -> Mapping[str, npt.NDArray[np.float32]]:
-        found: Mapping[str, npt.NDArray[np.float32]] = self.store.get_embeddings(list(keys), self.model)
+        found: Mapping[str, npt.NDArray[np.float32]] = self.caches.get_embeddings(list(keys), self.model)
         return found
 
     def put_many(self, items: Mapping[str, npt.NDArray[np.float32]]) -> None:
         if items:
-            self.store.put_embeddings(list(items), self.model, np.stack([np.asarray(v, np.float32) for v in items.values()]))
+            self.caches.put_embeddings(list(items), self.model, np.stack([np.asarray(v, np.float32) for v in items.values()]))

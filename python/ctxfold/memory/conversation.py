@@ -8,7 +8,7 @@ conversation's scopes of that user and agent (any session), so two users'
 conversations with the same id never mix. ``user_id=None`` / ``agent_id=None``
 make a fleet-wide view that reads and clears the conversation of every user
 or agent (it cannot add messages). The compaction summaries of a
-conversation are kept in its scope too (``store.put_compaction(...,
+conversation are kept in its scope too (``store.caches.put_compaction(...,
 scope=conversations.scope(conversation_id))``): the stats count and
 `clear_conversation` deletes only those of this user and agent.
 """
@@ -60,31 +60,31 @@ class ConversationStore:
         return self.scope(conversation_id).widen("session_id")
 
     def add_message(self, conversation_id: str, role: str, content: str, **fields: Any) -> None:
-        self.store.append_message(ChatMessage(role=role, content=content, **fields), scope=self.scope(conversation_id))
+        self.store.chat.append(ChatMessage(role=role, content=content, **fields), scope=self.scope(conversation_id))
 
     def add_messages(self, conversation_id: str, messages: list[Any]) -> int:
-        return int(self.store.append_messages(messages, scope=self.scope(conversation_id)))
+        return int(self.store.chat.extend(messages, scope=self.scope(conversation_id)))
 
     def get_messages(self, conversation_id: str, limit: int | None = None) -> list[ChatMessage]:
         """The conversation's messages (this user/agent, any session), oldest first
         (the last ``limit`` if given)."""
         n = limit if limit is not None else 2**62
-        return list(self.store.recent_messages(scope=self._all_sessions(conversation_id), n=n))
+        return list(self.store.chat.recent(scope=self._all_sessions(conversation_id), n=n))
 
     def get_conversation_stats(self, conversation_id: str) -> ConversationStats:
         """Counts over the conversation's scopes (see the module docstring): messages (by role), tokens,
         first and last message time, memories, episodes, cached summaries."""
         wide = self._all_sessions(conversation_id)
-        s = self.store
-        with s._read() as cur:
-            where, params = s._scope_filter(cur, wide)
-            rows = s._x(
+        db = self.store.backend
+        with db.read() as cur:
+            where, params = db.scope_filter(cur, wide)
+            rows = db.execute(
                 cur, f"SELECT role, COUNT(*), COALESCE(SUM(tokens), 0), MIN(created_at), MAX(created_at) "
                 f"FROM chat_messages WHERE {where} GROUP BY role", params,
             ).fetchall()
-            memories = s._x(cur, f"SELECT COUNT(*) FROM memories WHERE {where}", params).fetchone()[0]
-            episodes = s._x(cur, f"SELECT COUNT(*) FROM episodes WHERE {where}", params).fetchone()[0]
-            summaries = s._x(cur, f"SELECT COUNT(*) FROM summaries WHERE {where}", params).fetchone()[0]
+            memories = db.execute(cur, f"SELECT COUNT(*) FROM memories WHERE {where}", params).fetchone()[0]
+            episodes = db.execute(cur, f"SELECT COUNT(*) FROM episodes WHERE {where}", params).fetchone()[0]
+            summaries = db.execute(cur, f"SELECT COUNT(*) FROM summaries WHERE {where}", params).fetchone()[0]
         firsts = [r[3] for r in rows if r[3] is not None]
         lasts = [r[4] for r in rows if r[4] is not None]
         return ConversationStats(

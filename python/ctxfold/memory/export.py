@@ -93,9 +93,10 @@ def _encode_file(category: str, memories: list[Memory]) -> bytes:
     return _header(category, len(records), hashlib.sha256(body).hexdigest()) + body
 
 
-def export_yaml(store: Any, directory: str | os.PathLike[str], *, scope: Scope) -> list[Path]:
-    """Write ``<directory>/<category>s.yaml`` for each category with memories,
-    each replaced atomically (see the module docstring); the paths."""
+def export_yaml(memories: Any, directory: str | os.PathLike[str], *, scope: Scope) -> list[Path]:
+    """Write ``<directory>/<category>s.yaml`` for each category with memories
+    in ``memories`` (a store's ``store.memories``), each replaced atomically
+    (see the module docstring); the paths."""
     check_scope(scope, write=False)
     if not isinstance(directory, (str, os.PathLike)):
         raise InvalidTypeError(
@@ -109,9 +110,9 @@ def export_yaml(store: Any, directory: str | os.PathLike[str], *, scope: Scope) 
         raise StoreError(f"cannot create the export directory {target}: {e}. Fix: pass a writable directory") from e
     files: list[tuple[Path, bytes]] = []
     for category, filename in CATEGORY_FILES.items():
-        memories = store.memories(scope=scope, category=category)
-        if memories:
-            files.append((target / filename, _encode_file(category, memories)))
+        records = memories.all(scope=scope, category=category)
+        if records:
+            files.append((target / filename, _encode_file(category, records)))
     # Checked before anything is written, so a refused export changes no file.
     for path, _ in files:
         _check_target(path)
@@ -197,10 +198,11 @@ def _sync_directory(directory: Path) -> None:
 
 
 def import_yaml(
-    store: Any, directory: str | os.PathLike[str], *, scope: Scope, verify: bool = True
+    memories: Any, directory: str | os.PathLike[str], *, scope: Scope, verify: bool = True
 ) -> list[str]:
-    """Add the memories of the category files in ``directory`` to ``scope`` (ids,
-    timestamps and TTLs kept; a memory already there is left as it is); their ids.
+    """Add the memories of the category files in ``directory`` to ``scope`` in
+    ``memories`` (a store's ``store.memories``; ids, timestamps and TTLs kept;
+    a memory already there is left as it is); their ids.
 
     All or nothing: every file is checked before anything is added, and a file
     that is cut short, changed or of the previous format (no count and digest)
@@ -217,14 +219,14 @@ def import_yaml(
     source = Path(directory)
     if not source.is_dir():
         raise StoreError(f"no export directory {source}. Fix: pass the directory export_yaml wrote")
-    memories: list[Memory] = []
+    records: list[Memory] = []
     for category, filename in CATEGORY_FILES.items():
         path = source / filename
         if path.is_file():
-            memories.extend(_read_file(path, category, verify))
-    if not memories:
+            records.extend(_read_file(path, category, verify))
+    if not records:
         return []
-    return list(store.add_many(memories, scope=scope, merge=False))
+    return list(memories.add_many(records, scope=scope, merge=False))
 
 
 def _read_file(path: Path, category: str, verify: bool) -> list[Memory]:
@@ -282,7 +284,7 @@ def _verified_body(path: Path, data: bytes, category: str) -> tuple[bytes, int]:
         raise refuse(
             "it has no record count and digest (written by an older ctxfold, or not by export_yaml), "
             "so a cut-short file cannot be told from a complete one",
-            "Fix: export it again with this version (store.export_yaml(directory, scope=...)) from the store "
+            "Fix: export it again with this version (store.memories.export_yaml(directory, scope=...)) from the store "
             "that holds the memories, or pass verify=False to import it unchecked",
         )
     at = len(_MAGIC)

@@ -3,7 +3,7 @@ agent's loop did and taught, and per iteration a synthesis and a progress
 assessment, so the agent can reason over a compressed history and notice
 when it is stuck.
 
-``log = store.iterations(scope=scope, log="task-42")``, then
+``log = store.iterations.log(scope=scope, log="task-42")``, then
 ``log.record_call(ToolCallRecord(tool=..., ...))`` per call,
 ``log.end_iteration("what we know now", progress="advancing")`` per
 iteration, ``log.reasoning_context(goal, budget)`` for the prompt and
@@ -19,10 +19,11 @@ import msgspec
 
 from ctxfold._core import count_tokens
 from ctxfold.errors import InvalidInputError, InvalidTypeError
+from ctxfold.memory.backend import Backend, Part
 from ctxfold.memory.checks import integer, metadata, number, text, text_list
 from ctxfold.memory.scope import Scope, check_scope
 
-__all__ = ["MAX_RAW_OUTPUT", "STUCK_AFTER", "IterationLog", "IterationSynthesis", "IterationsMixin", "ToolCallRecord"]
+__all__ = ["MAX_RAW_OUTPUT", "STUCK_AFTER", "IterationLog", "IterationSynthesis", "Iterations", "ToolCallRecord"]
 
 Relevance = Literal["high", "medium", "low"]
 Progress = Literal["advancing", "stuck", "regressing"]
@@ -65,39 +66,41 @@ _synth_decoder = msgspec.msgpack.Decoder(IterationSynthesis)
 _encode = msgspec.msgpack.Encoder().encode
 
 
-class IterationsMixin:
-    def iterations(self, *, scope: Scope, log: str = "default") -> IterationLog:
+class Iterations(Part):
+    """The iteration logs of each scope (``store.iterations``)."""
+
+    def log(self, *, scope: Scope, log: str = "default") -> IterationLog:
         """The iteration log ``log`` of ``scope`` (created on first write)."""
-        return IterationLog(self, scope, log)
+        return IterationLog(self.backend, scope, log)
 
 
 class IterationLog:
     """The tool calls and iteration syntheses of one log in one scope."""
 
-    def __init__(self, store: Any, scope: Scope, log: str = "default") -> None:
-        self.store = store
+    def __init__(self, backend: Backend, scope: Scope, log: str = "default") -> None:
+        self.backend = backend
         self.scope = check_scope(scope, write=True)
         if not isinstance(log, str):
             raise InvalidTypeError(f"log: expected str, got {type(log).__name__}")
         self.log = text(log, "log", key=True)
 
     def _rows(self, kind: str) -> list[bytes]:
-        s = self.store
-        with s._read() as cur:
-            sid = s._scope_id(cur, self.scope, create=False)
+        db = self.backend
+        with db.read() as cur:
+            sid = db.scope_id(cur, self.scope, create=False)
             if sid is None:
                 return []
-            rows = s._x(
+            rows = db.execute(
                 cur, "SELECT record FROM iterations WHERE scope_id = ? AND log = ? AND kind = ? ORDER BY rid",
                 (sid, self.log, kind),
             ).fetchall()
         return [bytes(r[0]) for r in rows]
 
     def _insert(self, kind: str, record: Any, created: float) -> None:
-        s = self.store
-        with s._write() as cur:
-            sid = s._scope_id(cur, self.scope, create=True)
-            s._x(
+        db = self.backend
+        with db.write() as cur:
+            sid = db.scope_id(cur, self.scope, create=True)
+            db.execute(
                 cur, "INSERT INTO iterations (scope_id, log, kind, created_at, record) VALUES (?, ?, ?, ?, ?)",
                 (sid, self.log, kind, created, _encode(record)),
             )

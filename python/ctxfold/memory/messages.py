@@ -1,4 +1,5 @@
-"""Direct messages between agents (Loom's ``node.message`` protocol).
+"""Direct messages between agents (``store.agent_messages``; Loom's
+``node.message`` protocol).
 
 A message goes from a ``source`` agent or node to a ``target`` one, with a
 ``priority`` in [0, 1], an optional ``ttl_seconds`` after which it is no
@@ -18,10 +19,11 @@ from typing import Any
 import msgspec
 
 from ctxfold.errors import InvalidInputError, InvalidTypeError
+from ctxfold.memory.backend import Part
 from ctxfold.memory.checks import integer, metadata, number, positive_seconds, text, unit_interval
 from ctxfold.memory.scope import Scope, check_scope
 
-__all__ = ["MESSAGE_TYPE", "AgentMessage", "AgentMessagesMixin"]
+__all__ = ["MESSAGE_TYPE", "AgentMessage", "AgentMessages"]
 
 MESSAGE_TYPE = "node.message"
 
@@ -51,8 +53,10 @@ _decoder = msgspec.msgpack.Decoder(AgentMessage)
 _encode = msgspec.msgpack.Encoder().encode
 
 
-class AgentMessagesMixin:
-    def send_message(self, message: AgentMessage, *, scope: Scope) -> str:
+class AgentMessages(Part):
+    """Messages between agents, by scope (``store.agent_messages``)."""
+
+    def send(self, message: AgentMessage, *, scope: Scope) -> str:
         """Store a message for its target; its id."""
         check_scope(scope, write=True)
         if not isinstance(message, AgentMessage):
@@ -79,9 +83,9 @@ class AgentMessagesMixin:
             created_at=time.time() if message.created_at is None else message.created_at,
             priority=p,
         )
-        with self._write() as cur:  # type: ignore[attr-defined]
-            sid = self._scope_id(cur, scope, create=True)  # type: ignore[attr-defined]
-            self._x(  # type: ignore[attr-defined]
+        with self.backend.write() as cur:
+            sid = self.backend.scope_id(cur, scope, create=True)
+            self.backend.execute(
                 cur,
                 "INSERT INTO agent_messages (scope_id, id, source, target, session_id, priority, created_at, expires_at, "
                 "record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope_id, id) DO NOTHING",
@@ -105,8 +109,8 @@ class AgentMessagesMixin:
         text(target, "target", column=True)
         text(session_id, "session_id", column=True, optional=True)
         limit = integer(limit, "limit", optional=True)
-        with self._read() as cur:  # type: ignore[attr-defined]
-            where, params = self._scope_filter(cur, scope)  # type: ignore[attr-defined]
+        with self.backend.read() as cur:
+            where, params = self.backend.scope_filter(cur, scope)
             sql = f"SELECT record FROM agent_messages WHERE {where} AND target = ?"
             args: list[Any] = [*params, target]
             if session_id is not None:
@@ -119,25 +123,25 @@ class AgentMessagesMixin:
             if limit is not None:
                 sql += " LIMIT ?"
                 args.append(limit)
-            rows = self._x(cur, sql, args).fetchall()  # type: ignore[attr-defined]
+            rows = self.backend.execute(cur, sql, args).fetchall()
         return [_decoder.decode(bytes(r[0])) for r in rows]
 
-    def messages_in_session(self, session_id: str, *, scope: Scope, include_expired: bool = False) -> list[AgentMessage]:
+    def in_session(self, session_id: str, *, scope: Scope, include_expired: bool = False) -> list[AgentMessage]:
         """Every message sent in a session (any target), oldest first."""
         check_scope(scope, write=False)
         text(session_id, "session_id", column=True)
-        with self._read() as cur:  # type: ignore[attr-defined]
-            where, params = self._scope_filter(cur, scope)  # type: ignore[attr-defined]
+        with self.backend.read() as cur:
+            where, params = self.backend.scope_filter(cur, scope)
             sql = f"SELECT record FROM agent_messages WHERE {where} AND session_id = ?"
             args: list[Any] = [*params, session_id]
             if not include_expired:
                 sql += " AND (expires_at IS NULL OR expires_at > ?)"
                 args.append(time.time())
-            rows = self._x(cur, sql + " ORDER BY created_at, rid", args).fetchall()  # type: ignore[attr-defined]
+            rows = self.backend.execute(cur, sql + " ORDER BY created_at, rid", args).fetchall()
         return [_decoder.decode(bytes(r[0])) for r in rows]
 
-    def purge_expired_messages(self) -> int:
+    def purge_expired(self) -> int:
         """Delete every expired agent message; how many."""
-        with self._write() as cur:  # type: ignore[attr-defined]
-            rows = self._x(cur, "DELETE FROM agent_messages WHERE expires_at <= ? RETURNING id", (time.time(),))  # type: ignore[attr-defined]
+        with self.backend.write() as cur:
+            rows = self.backend.execute(cur, "DELETE FROM agent_messages WHERE expires_at <= ? RETURNING id", (time.time(),))
             return len(rows.fetchall())

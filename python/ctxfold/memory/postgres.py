@@ -11,8 +11,6 @@ search matrices. ``schema=`` keeps the tables in their own PostgreSQL schema
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
 import re
 import threading
 import traceback
@@ -20,10 +18,12 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from ctxfold.errors import InvalidInputError, InvalidTypeError, StoreError
+from ctxfold.memory.backend import Backend
+from ctxfold.memory.memories import check_options
 from ctxfold.memory.store import SqlStore
 from ctxfold.memory.updates import SUPERSEDE_THRESHOLD
 
-__all__ = ["PostgresStore", "mask_dsn"]
+__all__ = ["PostgresBackend", "PostgresStore", "mask_dsn"]
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _MIGRATION_LOCK = 0x63747866  # pg_advisory_xact_lock key ("ctxf")
@@ -320,8 +320,6 @@ class PostgresStore(SqlStore):
     is not installed.
     """
 
-    dialect = "postgres"
-
     def __init__(
         self,
         dsn: str,
@@ -335,14 +333,47 @@ class PostgresStore(SqlStore):
         timeout: float = 10.0,
         matrix_cache_bytes: int = 1 << 30,
     ) -> None:
+        check_options(merge_threshold, supersede_threshold, matrix_cache_bytes)
+        self.backend: PostgresBackend = PostgresBackend(
+            dsn, schema=schema, embedder=embedder, min_size=min_size, max_size=max_size, timeout=timeout
+        )
+        super().__init__(
+            self.backend, merge_threshold=merge_threshold, supersede_threshold=supersede_threshold,
+            matrix_cache_bytes=matrix_cache_bytes,
+        )
+
+    @property
+    def schema(self) -> str | None:
+        """The PostgreSQL schema of the tables (None: the connection's search_path)."""
+        return self.backend.schema
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.location!r}, schema={self.schema!r})"
+
+
+class PostgresBackend(Backend):
+    """One PostgreSQL database's connection pool, shared by the stores over it
+    (see `PostgresStore`)."""
+
+    dialect = "postgres"
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str | None = None,
+        embedder: Any = None,
+        min_size: int = 1,
+        max_size: int = 8,
+        timeout: float = 10.0,
+    ) -> None:
         if not isinstance(dsn, str):
             raise InvalidTypeError(f"dsn: expected a str (a libpq connection string or URL), got {type(dsn).__name__}")
         if schema is not None and (not isinstance(schema, str) or not _IDENTIFIER.match(schema)):
             raise InvalidInputError(f"schema: {schema!r} is not a plain SQL identifier (letters, digits, _; max 63)")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise InvalidInputError(f"timeout: must be a positive number of seconds, got {timeout!r}")
-        self._setup(embedder, merge_threshold, matrix_cache_bytes)
-        self._setup_updates(supersede_threshold)
+        super().__init__(embedder)
         try:
             view = _view(dsn)
         except _MalformedDsn as e:
@@ -393,9 +424,9 @@ class PostgresStore(SqlStore):
         )
         try:
             self._pool.open(wait=True, timeout=self.timeout)
-            with self._transaction(True) as cur:
+            with self.transaction(True) as cur:
                 cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-                self._migrate(cur)
+                self.migrate(cur)
         except BaseException as e:
             self._pool.close()
             if isinstance(e, StoreError):
@@ -405,14 +436,13 @@ class PostgresStore(SqlStore):
             raise
 
     def __repr__(self) -> str:
-        return f"PostgresStore({self.location!r}, schema={self.schema!r})"
+        return f"PostgresBackend({self.location!r}, schema={self.schema!r})"
 
     def close(self) -> None:
         """Close the pool (idempotent)."""
-        if not self._closed:
-            self._closed = True
+        if not self.closed:
+            self.closed = True
             self._pool.close()
-            self._matrices.clear()
 
     def _check_pooled(self, conn: Any) -> None:
         """The pool's check before it hands out ``conn``. When ``conn`` is dead
@@ -427,7 +457,7 @@ class PostgresStore(SqlStore):
             raise
 
     @contextlib.contextmanager
-    def _transaction(self, write: bool) -> Iterator[Any]:
+    def transaction(self, write: bool) -> Iterator[Any]:
         psycopg = self._psycopg
         conn = None
         committing = False
@@ -478,6 +508,25 @@ class PostgresStore(SqlStore):
         return error
 
 
+    def call(self, method: Callable[..., Any], target: Any, args: Any, kwargs: Any, idempotent: bool) -> Any:
+        """Run one public call of a store; after a lost connection once more
+        when that is safe: nothing of it can have been committed, or
+        ``idempotent`` (running it twice changes nothing)."""
+        calls = self._calls
+        if getattr(calls, "active", False):  # inside another public call: that one retries
+            return method(target, *args, **kwargs)
+        calls.active, calls.wrote = True, False
+        try:
+            try:
+                return method(target, *args, **kwargs)
+            except _ConnectionLost as e:
+                if not idempotent and (e.commit_sent or calls.wrote):
+                    raise
+            calls.wrote = False
+            return method(target, *args, **kwargs)
+        finally:
+            calls.active = False
+
 class _ConnectionLost(StoreError):
     """The connection broke during a call (``commit_sent``: while committing,
     so whether the write went through is unknown)."""
@@ -513,46 +562,3 @@ def _fix(e: BaseException) -> str:
     if not state and type(e).__name__ in ("OperationalError", "PoolTimeout"):
         return _CONNECT_FIX
     return f"see the server's log for this error (SQLSTATE {state or 'none'}) and the state of the database"
-
-
-#: Writes that may be repeated when the connection broke while committing,
-#: whether or not the commit went through: the second run changes nothing (a
-#: memory's id is a hash of its content, an upsert writes the same row). Any
-#: call is repeated when the connection broke before it committed anything.
-_IDEMPOTENT = frozenset({
-    "add", "add_many", "supersede", "set_working", "update_working", "add_episode", "put_compaction",
-    "put_summary", "put_embeddings", "memo_set", "memo_set_many", "import_yaml", "export_yaml",
-})
-
-
-def _retrying(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
-    idempotent = name in _IDEMPOTENT
-
-    @functools.wraps(method)
-    def call(self: PostgresStore, *args: Any, **kwargs: Any) -> Any:
-        calls = self._calls
-        if getattr(calls, "active", False):  # inside another public call: that one retries
-            return method(self, *args, **kwargs)
-        calls.active, calls.wrote = True, False
-        try:
-            try:
-                return method(self, *args, **kwargs)
-            except _ConnectionLost as e:
-                # Safe to run again: nothing of this call can have been committed, or it changes nothing.
-                if not idempotent and (e.commit_sent or calls.wrote):
-                    raise
-            calls.wrote = False
-            return method(self, *args, **kwargs)
-        finally:
-            calls.active = False
-
-    return call
-
-
-# Every public method of the store retries as `_retrying` says (a loop, so
-# methods added later are covered without a list to keep in step).
-for _name in dir(PostgresStore):
-    _method = inspect.getattr_static(PostgresStore, _name)
-    if not _name.startswith("_") and _name != "close" and inspect.isfunction(_method):
-        setattr(PostgresStore, _name, _retrying(_name, _method))
-del _name, _method

@@ -1,9 +1,10 @@
 """The `MemoryStore` protocol: what the engine and agents may rely on from any
-backend (`SqliteStore`, `PostgresStore`, or one of your own)."""
+backend (`SqliteStore`, `PostgresStore`, or one of your own), and
+`EngineCaches`, the part of it `ContextEngine(store=...)` uses."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -13,20 +14,36 @@ from ctxfold.memory.records import Memory
 from ctxfold.memory.scope import Scope
 from ctxfold.memory.updates import AddResult
 
-__all__ = ["MemoryStore"]
+__all__ = ["EngineCaches", "MemoryStore"]
+
+
+@runtime_checkable
+class EngineCaches(Protocol):
+    """Summaries, embeddings and memoised values by key (``store.caches``)."""
+
+    def get_summary(self, content_hash: str, level: int) -> str | None: ...
+
+    def put_summary(self, content_hash: str, level: int, summary: str, tokens: int = 0) -> None: ...
+
+    def get_embeddings(self, hashes: Sequence[str], model: str) -> Mapping[str, npt.NDArray[np.float32]]: ...
+
+    def put_embeddings(self, hashes: Sequence[str], model: str, vectors: npt.ArrayLike) -> None: ...
+
+    def memo_get(self, namespace: str, key: Any, default: Any = None) -> Any: ...
+
+    def memo_set(self, namespace: str, key: Any, value: Any) -> None: ...
 
 
 @runtime_checkable
 class MemoryStore(Protocol):
     """Typed memories by scope, semantic search, and the engine's caches."""
 
+    @property
+    def caches(self) -> EngineCaches: ...
+
     # What an add did (added, merged into an existing memory, or superseded one),
     # as the id of the current memory: see `ctxfold.memory.updates.AddResult`.
     def add(self, memory: Memory, *, scope: Scope, embedding: Any = None, merge: bool = True) -> AddResult: ...
-
-    def add_many(
-        self, memories: Iterable[Memory], *, scope: Scope, embeddings: Any = None, merge: bool = False
-    ) -> list[AddResult]: ...
 
     def get(self, memory_id: str, *, scope: Scope) -> Memory | None: ...
 
@@ -43,12 +60,3 @@ class MemoryStore(Protocol):
     def clear(self, scope: Scope) -> int: ...
 
     def close(self) -> None: ...
-
-    # the engine's caches (see ctxfold.memory.caches)
-    def get_summary(self, content_hash: str, level: int) -> str | None: ...
-
-    def put_summary(self, content_hash: str, level: int, summary: str, tokens: int = 0) -> None: ...
-
-    def get_embeddings(self, hashes: Sequence[str], model: str) -> Mapping[str, npt.NDArray[np.float32]]: ...
-
-    def put_embeddings(self, hashes: Sequence[str], model: str, vectors: npt.ArrayLike) -> None: ...

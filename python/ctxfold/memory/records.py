@@ -79,7 +79,7 @@ class Memory(msgspec.Struct, kw_only=True):
     superseded_by: str = ""
     """The id of the memory that replaced this one (set when it is archived as ``superseded``)."""
     supersedes: str = ""
-    """The id of the memory this one replaced (now archived); see `SqlStore.history`."""
+    """The id of the memory this one replaced (now archived); see `Memories.history`."""
     score: float = 0.0
     """Cosine similarity to the query of the search that returned it."""
 

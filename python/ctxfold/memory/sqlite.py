@@ -13,7 +13,7 @@ Durability and concurrency choices:
   that still escapes is retried with backoff until ``timeout`` seconds passed;
 - readers never block writers (WAL) and see the last committed state.
 
-One connection per store, shared by its threads under a lock.
+One connection per store, shared by its threads and its stores under a lock.
 """
 
 from __future__ import annotations
@@ -29,10 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from ctxfold.errors import InvalidInputError, InvalidTypeError, StoreError
+from ctxfold.memory.backend import Backend
+from ctxfold.memory.memories import check_options
 from ctxfold.memory.store import SqlStore
 from ctxfold.memory.updates import SUPERSEDE_THRESHOLD
 
-__all__ = ["DEFAULT_FILENAME", "SqliteStore"]
+__all__ = ["DEFAULT_FILENAME", "SqliteBackend", "SqliteStore"]
 
 #: The file used when `SqliteStore` is given a directory.
 DEFAULT_FILENAME = "ctxfold-memory.db"
@@ -70,7 +72,7 @@ class SqliteStore(SqlStore):
     closer rewordings); ``supersede_threshold``: the cosine from which an
     added memory that states an existing one with another value (negated,
     another number, version, date or name) replaces it, the old one archived
-    as superseded (``None``: never); see `SqlStore.add`. ``add(...,
+    as superseded (``None``: never); see `Memories.add`. ``add(...,
     merge=False)`` turns both off for one call;
     ``timeout``: seconds a write waits for another process's lock;
     ``matrix_cache_bytes``: memory for cached search matrices.
@@ -79,8 +81,6 @@ class SqliteStore(SqlStore):
     a SQLite database or is corrupt, a path that cannot be written, or a
     missing directory. Use as a context manager or call `close`.
     """
-
-    dialect = "sqlite"
 
     def __init__(
         self,
@@ -92,12 +92,33 @@ class SqliteStore(SqlStore):
         timeout: float = 30.0,
         matrix_cache_bytes: int = 1 << 30,
     ) -> None:
+        check_options(merge_threshold, supersede_threshold, matrix_cache_bytes)
+        self.backend: SqliteBackend = SqliteBackend(path, embedder=embedder, timeout=timeout)
+        super().__init__(
+            self.backend, merge_threshold=merge_threshold, supersede_threshold=supersede_threshold,
+            matrix_cache_bytes=matrix_cache_bytes,
+        )
+
+    @property
+    def path(self) -> Path | None:
+        """The database file (None for ``":memory:"``)."""
+        return self.backend.path
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.location!r})"
+
+
+class SqliteBackend(Backend):
+    """One SQLite file's connection, shared by the stores over it (see `SqliteStore`)."""
+
+    dialect = "sqlite"
+
+    def __init__(self, path: str | os.PathLike[str], *, embedder: Any = None, timeout: float = 30.0) -> None:
         if not isinstance(path, (str, os.PathLike)):
             raise InvalidTypeError(f"path: expected a file path (str or os.PathLike), got {type(path).__name__}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise InvalidInputError(f"timeout: must be a positive number of seconds, got {timeout!r}")
-        self._setup(embedder, merge_threshold, matrix_cache_bytes)
-        self._setup_updates(supersede_threshold)
+        super().__init__(embedder)
         self.timeout = float(timeout)
         self._lock = threading.RLock()
         if str(path) == ":memory:":
@@ -129,8 +150,8 @@ class SqliteStore(SqlStore):
                 )
             self._conn.execute("PRAGMA synchronous = FULL")
             self._conn.execute("PRAGMA foreign_keys = OFF")
-            with self._transaction(True) as cur:
-                self._migrate(cur)
+            with self.transaction(True) as cur:
+                self.migrate(cur)
         except sqlite3.Error as e:
             self._conn.close()
             raise self._error(e, "open") from e
@@ -139,18 +160,25 @@ class SqliteStore(SqlStore):
             raise
 
     def __repr__(self) -> str:
-        return f"SqliteStore({self.location!r})"
+        return f"SqliteBackend({self.location!r})"
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
         with self._lock:
-            if not self._closed:
-                self._closed = True
+            if not self.closed:
+                self.closed = True
                 self._conn.close()
-                self._matrices.clear()
+
+    def writer_turn(self) -> contextlib.AbstractContextManager[Any]:
+        """Writers of one SQLite file take turns (see `ctxfold.memory.gate`)."""
+        if self.path is None:
+            return contextlib.nullcontext()
+        from ctxfold.memory.gate import writer_gate
+
+        return writer_gate(self.path).held(self.timeout)
 
     @contextlib.contextmanager
-    def _transaction(self, write: bool) -> Iterator[sqlite3.Cursor]:
+    def transaction(self, write: bool) -> Iterator[sqlite3.Cursor]:
         with self._lock:
             cur = self._conn.cursor()
             try:

@@ -1,12 +1,15 @@
 """The memory tiers of multi-turn memory, all kept per scope:
 
-- **short-term**: the messages of a conversation; `recent_messages` gives the last N;
-- **working memory**: one `WorkingMemory` per scope (active entities, goals,
-  pending questions, conversation state), read and updated atomically;
-- **long-term**: the typed memories, searched semantically (`search`, top-k
-  with a similarity threshold);
-- **episodic**: significant events (`Episode`) with a significance score,
-  listed by significance or recalled by similarity.
+- **short-term** (``store.chat``, `ChatHistory`): the messages of a
+  conversation; ``store.chat.recent(scope=..., n=...)`` gives the last N;
+- **working memory** (``store.working``, `WorkingMemories`): one
+  `WorkingMemory` per scope (active entities, goals, pending questions,
+  conversation state), read and updated atomically;
+- **long-term** (``store.memories``): the typed memories, searched
+  semantically (``search``, top-k with a similarity threshold);
+- **episodic** (``store.episodes``, `Episodes`): significant events
+  (`Episode`) with a significance score, listed by significance or recalled
+  by similarity.
 
 `MemoryTiers` bundles the four for one scope.
 """
@@ -21,6 +24,7 @@ import msgspec
 
 from ctxfold._core import count_tokens
 from ctxfold.errors import InvalidInputError, InvalidTypeError
+from ctxfold.memory.backend import Part
 from ctxfold.memory.embedding import embed_texts, from_blobs, to_blob
 from ctxfold.memory.matrix import select_top
 from ctxfold.memory.checks import integer, metadata, number, text, text_list, unit_interval
@@ -30,7 +34,7 @@ if TYPE_CHECKING:
     from ctxfold.memory.store import SqlStore
     from ctxfold.memory.records import Memory
 
-__all__ = ["ChatMessage", "Episode", "MemoryTiers", "TiersMixin", "WorkingMemory"]
+__all__ = ["ChatHistory", "ChatMessage", "Episode", "Episodes", "MemoryTiers", "WorkingMemories", "WorkingMemory"]
 
 
 class ChatMessage(msgspec.Struct, kw_only=True):
@@ -64,7 +68,7 @@ class Episode(msgspec.Struct, kw_only=True):
     tags: list[str] = msgspec.field(default_factory=list)
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     score: float = 0.0
-    """Cosine similarity to the query of `recall_episodes`."""
+    """Cosine similarity to the query of `Episodes.recall`."""
 
 
 def _check_message(m: ChatMessage, argument: str) -> ChatMessage:
@@ -95,19 +99,17 @@ _ep_decoder = msgspec.msgpack.Decoder(Episode)
 _encode = msgspec.msgpack.Encoder().encode
 
 
-class TiersMixin:
-    """Short-term, working and episodic tiers of `SqlStore`."""
+class ChatHistory(Part):
+    """The short-term tier (``store.chat``): each scope's conversation messages."""
 
-    # --- short-term --------------------------------------------------------------------
-
-    def append_messages(self, messages: list[ChatMessage | dict[str, Any]], *, scope: Scope) -> int:
+    def extend(self, messages: list[ChatMessage | dict[str, Any]], *, scope: Scope) -> int:
         """Append messages (`ChatMessage` or ``{"role", "content"}`` dicts) to the
         scope's conversation in one transaction; how many."""
         check_scope(scope, write=True)
         if isinstance(messages, (str, dict, ChatMessage)):
             raise InvalidTypeError(
                 f"messages: expected a list of messages, got one {type(messages).__name__}. "
-                "Fix: use append_message() or [message]"
+                "Fix: use append() or [message]"
             )
         now = time.time()
         rows = []
@@ -125,53 +127,58 @@ class TiersMixin:
             rows.append(m)
         if not rows:
             return 0
-        with self._write() as cur:  # type: ignore[attr-defined]
-            sid = self._scope_id(cur, scope, create=True)  # type: ignore[attr-defined]
-            cur.executemany(
-                self._sql("INSERT INTO chat_messages (scope_id, role, tokens, created_at, record) VALUES (?, ?, ?, ?, ?)"),  # type: ignore[attr-defined]
+        with self.backend.write() as cur:
+            sid = self.backend.scope_id(cur, scope, create=True)
+            self.backend.executemany(
+                cur, "INSERT INTO chat_messages (scope_id, role, tokens, created_at, record) VALUES (?, ?, ?, ?, ?)",
                 [(sid, m.role, m.tokens, m.timestamp, _encode(m)) for m in rows],
             )
         return len(rows)
 
-    def append_message(self, message: ChatMessage | dict[str, Any], *, scope: Scope) -> None:
-        self.append_messages([message], scope=scope)
+    def append(self, message: ChatMessage | dict[str, Any], *, scope: Scope) -> None:
+        """Append one message (see `extend`)."""
+        self.extend([message], scope=scope)
 
-    def recent_messages(self, *, scope: Scope, n: int = 20) -> list[ChatMessage]:
+    def recent(self, *, scope: Scope, n: int = 20) -> list[ChatMessage]:
         """The last ``n`` messages of the scope, oldest first (short-term memory)."""
         check_scope(scope, write=False)
         n = integer(n, "n")
-        with self._read() as cur:  # type: ignore[attr-defined]
-            where, params = self._scope_filter(cur, scope)  # type: ignore[attr-defined]
-            rows = self._x(  # type: ignore[attr-defined]
+        with self.backend.read() as cur:
+            where, params = self.backend.scope_filter(cur, scope)
+            rows = self.backend.execute(
                 cur, f"SELECT record FROM chat_messages WHERE {where} ORDER BY rid DESC LIMIT ?", (*params, n)
             ).fetchall()
         return [_msg_decoder.decode(r[0]) for r in reversed(rows)]
 
-    # --- working memory ---------------------------------------------------------------
+class WorkingMemories(Part):
+    """The working tier (``store.working``): one `WorkingMemory` per scope."""
 
-    def get_working(self, *, scope: Scope) -> WorkingMemory:
+    idempotent = frozenset({"set", "update"})
+
+    def get(self, *, scope: Scope) -> WorkingMemory:
         """The scope's working memory (empty if none was set)."""
         check_scope(scope, write=True)
-        with self._read() as cur:  # type: ignore[attr-defined]
+        with self.backend.read() as cur:
             return self._working(cur, scope)
 
     def _working(self, cur: Any, scope: Scope) -> WorkingMemory:
-        sid = self._scope_id(cur, scope, create=False)  # type: ignore[attr-defined]
-        row = None if sid is None else self._x(cur, "SELECT record FROM working WHERE scope_id = ?", (sid,)).fetchone()  # type: ignore[attr-defined]
+        sid = self.backend.scope_id(cur, scope, create=False)
+        row = None if sid is None else self.backend.execute(cur, "SELECT record FROM working WHERE scope_id = ?", (sid,)).fetchone()
         return WorkingMemory() if row is None else _wm_decoder.decode(row[0])
 
-    def set_working(self, working: WorkingMemory, *, scope: Scope) -> None:
+    def set(self, working: WorkingMemory, *, scope: Scope) -> None:
+        """Replace the scope's working memory."""
         check_scope(scope, write=True)
         if not isinstance(working, WorkingMemory):
             raise InvalidTypeError(f"working: expected a WorkingMemory, got {type(working).__name__}")
         working = _check_working(working, "working")
-        with self._write() as cur:  # type: ignore[attr-defined]
+        with self.backend.write() as cur:
             self._put_working(cur, scope, working)
 
     def _put_working(self, cur: Any, scope: Scope, working: WorkingMemory) -> WorkingMemory:
         working = msgspec.structs.replace(working, updated_at=time.time())
-        sid = self._scope_id(cur, scope, create=True)  # type: ignore[attr-defined]
-        self._x(  # type: ignore[attr-defined]
+        sid = self.backend.scope_id(cur, scope, create=True)
+        self.backend.execute(
             cur,
             "INSERT INTO working (scope_id, updated_at, record) VALUES (?, ?, ?) "
             "ON CONFLICT (scope_id) DO UPDATE SET updated_at = excluded.updated_at, record = excluded.record",
@@ -179,7 +186,7 @@ class TiersMixin:
         )
         return working
 
-    def update_working(
+    def update(
         self,
         *,
         scope: Scope,
@@ -199,7 +206,7 @@ class TiersMixin:
         resolve_questions = text_list(resolve_questions, "resolve_questions")
         complete_goals = text_list(complete_goals, "complete_goals")
         state = None if state is None else metadata(state, "state")
-        with self._write() as cur:  # type: ignore[attr-defined]
+        with self.backend.write() as cur:
             wm = self._working(cur, scope)
             wm.entities = list(dict.fromkeys([*wm.entities, *add_entities]))
             wm.goals = [g for g in dict.fromkeys([*wm.goals, *add_goals]) if g not in set(complete_goals)]
@@ -210,9 +217,12 @@ class TiersMixin:
                 wm.state.update(state)
             return self._put_working(cur, scope, wm)
 
-    # --- episodic -----------------------------------------------------------------------
+class Episodes(Part):
+    """The episodic tier (``store.episodes``): significant events by scope."""
 
-    def add_episode(self, episode: Episode, *, scope: Scope) -> str:
+    idempotent = frozenset({"add"})
+
+    def add(self, episode: Episode, *, scope: Scope) -> str:
         """Record a significant event; its id (the same episode twice is stored once)."""
         check_scope(scope, write=True)
         if not isinstance(episode, Episode):
@@ -235,11 +245,11 @@ class TiersMixin:
             significance=float(s),
             score=0.0,
         )
-        vector = embed_texts(self.embedder, [episode.content])[0]  # type: ignore[attr-defined]
-        with self._write() as cur:  # type: ignore[attr-defined]
-            self._check_dim(cur, len(vector), "embedder")  # type: ignore[attr-defined]
-            sid = self._scope_id(cur, scope, create=True)  # type: ignore[attr-defined]
-            self._x(  # type: ignore[attr-defined]
+        vector = embed_texts(self.backend.embedder, [episode.content])[0]
+        with self.backend.write() as cur:
+            self.backend.check_dim(cur, len(vector), "embedder")
+            sid = self.backend.scope_id(cur, scope, create=True)
+            self.backend.execute(
                 cur,
                 "INSERT INTO episodes (scope_id, id, significance, created_at, record, embedding) VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (scope_id, id) DO NOTHING",
@@ -247,22 +257,22 @@ class TiersMixin:
             )
         return episode.id
 
-    def episodes(self, *, scope: Scope, min_significance: float = 0.0, limit: int | None = None) -> list[Episode]:
+    def all(self, *, scope: Scope, min_significance: float = 0.0, limit: int | None = None) -> list[Episode]:
         """Episodes of at least ``min_significance``, most significant first (then newest)."""
         check_scope(scope, write=False)
         min_significance = number(min_significance, "min_significance")
         limit = integer(limit, "limit", optional=True)
-        with self._read() as cur:  # type: ignore[attr-defined]
-            where, params = self._scope_filter(cur, scope)  # type: ignore[attr-defined]
+        with self.backend.read() as cur:
+            where, params = self.backend.scope_filter(cur, scope)
             sql = f"SELECT record FROM episodes WHERE {where} AND significance >= ? ORDER BY significance DESC, created_at DESC, rid DESC"
             args: list[Any] = [*params, min_significance]
             if limit is not None:
                 sql += " LIMIT ?"
                 args.append(limit)
-            rows = self._x(cur, sql, args).fetchall()  # type: ignore[attr-defined]
+            rows = self.backend.execute(cur, sql, args).fetchall()
         return [_ep_decoder.decode(r[0]) for r in rows]
 
-    def recall_episodes(
+    def recall(
         self, query: str, *, scope: Scope, k: int = 5, min_significance: float = 0.0, threshold: float | None = None
     ) -> list[Episode]:
         """The ``k`` episodes most similar to ``query`` (with ``.score``)."""
@@ -270,10 +280,10 @@ class TiersMixin:
         text(query, "query")
         k, threshold = integer(k, "k"), number(threshold, "threshold", optional=True)
         min_significance = number(min_significance, "min_significance")
-        q = embed_texts(self.embedder, [query])[0]  # type: ignore[attr-defined]
-        with self._read() as cur:  # type: ignore[attr-defined]
-            where, params = self._scope_filter(cur, scope)  # type: ignore[attr-defined]
-            rows = self._x(  # type: ignore[attr-defined]
+        q = embed_texts(self.backend.embedder, [query])[0]
+        with self.backend.read() as cur:
+            where, params = self.backend.scope_filter(cur, scope)
+            rows = self.backend.execute(
                 cur, f"SELECT record, embedding FROM episodes WHERE {where} AND significance >= ? ORDER BY rid",
                 (*params, min_significance),
             ).fetchall()
@@ -301,26 +311,26 @@ class MemoryTiers:
         self.threshold = number(threshold, "threshold")
 
     def remember(self, role: str, content: str) -> None:
-        self.store.append_message(ChatMessage(role=role, content=content), scope=self.scope)
+        self.store.chat.append(ChatMessage(role=role, content=content), scope=self.scope)
 
     def short_term(self, n: int | None = None) -> list[ChatMessage]:
-        return self.store.recent_messages(scope=self.scope, n=self.short_term_n if n is None else n)
+        return self.store.chat.recent(scope=self.scope, n=self.short_term_n if n is None else n)
 
     @property
     def working(self) -> WorkingMemory:
-        return self.store.get_working(scope=self.scope)
+        return self.store.working.get(scope=self.scope)
 
     def update_working(self, **changes: Any) -> WorkingMemory:
-        return self.store.update_working(scope=self.scope, **changes)
+        return self.store.working.update(scope=self.scope, **changes)
 
     def long_term(self, query: str, k: int = 5, threshold: float | None = None) -> list[Memory]:
-        return self.store.search(query, scope=self.scope, k=k, threshold=self.threshold if threshold is None else threshold)
+        return self.store.memories.search(query, scope=self.scope, k=k, threshold=self.threshold if threshold is None else threshold)
 
     def episodic(self, query: str | None = None, k: int = 5, min_significance: float = 0.0) -> list[Episode]:
         if query is None:
-            return self.store.episodes(scope=self.scope, min_significance=min_significance, limit=k)
-        return self.store.recall_episodes(query, scope=self.scope, k=k, min_significance=min_significance)
+            return self.store.episodes.all(scope=self.scope, min_significance=min_significance, limit=k)
+        return self.store.episodes.recall(query, scope=self.scope, k=k, min_significance=min_significance)
 
     def record_episode(self, content: str, significance: float, **fields: Any) -> str:
-        return self.store.add_episode(Episode(content=content, significance=significance, **fields), scope=self.scope)
+        return self.store.episodes.add(Episode(content=content, significance=significance, **fields), scope=self.scope)
 
