@@ -87,10 +87,13 @@ _UNIT = r"(?:day|week|fortnight|month|year)s?"
 _WEEKDAY = "(?:" + "|".join(_WEEKDAYS) + ")"
 _MONTH = "(?:" + "|".join(_MONTHS) + ")"
 _END = r"(?:'s|s'|')?(?!\w)"
-# Words one of which every reference holds: a text without any is skipped
-# with substring tests, much faster than a regular expression scan.
-_HEADS = ("day", "week", "month", "year", "night", "tomorrow", "morning", "evening", "afternoon", *_MONTHS,
-          "fortnight")
+# Words one of which every reference holds (today, tonight, fortnight and
+# the weekdays contain one): substring search finds them far faster than a
+# regular expression scan of the whole text.
+_HEADS = ("day", "week", "month", "year", "night", "tomorrow", "morning", "evening", "afternoon", *_MONTHS)
+# A reference starts at most four words before its head ("in a couple of days"):
+# matched on the reversed text, the groups end where the head's word and the four words before it start.
+_WORDS_BEFORE = re.compile(r"(\w*)(?:\s+(\w+)(?:\s+(\w+)(?:\s+(\w+)(?:\s+(\w+))?)?)?)?")
 
 # Matched against the lower-cased text (case-insensitive matching is slower).
 _PATTERN = re.compile(
@@ -193,20 +196,58 @@ def resolve_dates(text: str, anchor: Any) -> list[DateReference]:
         raise InvalidTypeError(f"text: expected str, got {type(text).__name__}")
     day = anchor_date(anchor)
     lower = text.lower()
-    if not any(head in lower for head in _HEADS):
-        return []
     # Lower-casing keeps offsets unless a character changes length ("İ").
-    pattern, source = (_PATTERN, lower) if len(lower) == len(text) else (_PATTERN_ANY_CASE, text)
-    out = []
+    if len(lower) != len(text):
+        if not any(head in lower for head in _HEADS):
+            return []
+        return _resolve_all(text, day, _PATTERN_ANY_CASE, text, None)
+    return _resolve_all(text, day, _PATTERN, lower, _starts(lower))
+
+
+def _starts(lower: str) -> list[int]:
+    """Every position where a reference can start, in order: the starts of
+    the word holding each head and of the four words before it."""
+    heads = []
+    for head in _HEADS:
+        at = lower.find(head)
+        while at != -1:
+            heads.append(at)
+            at = lower.find(head, at + 1)
+    if not heads:
+        return heads
+    reverse = lower[::-1]
+    n = len(lower)
+    starts = set()
+    for at in heads:
+        words = _WORDS_BEFORE.match(reverse, n - at)
+        starts.update(n - words.end(g) for g in range(1, 6) if words.start(g) != -1)  # type: ignore[union-attr]
+    return sorted(starts)
+
+
+def _resolve_all(
+    text: str, day: dt.date | None, pattern: re.Pattern[str], source: str, starts: list[int] | None
+) -> list[DateReference]:
+    """The references `pattern.search` finds from the left, trying only `starts` when given (every position
+    where a match can begin, so the result is the same)."""
+    out: list[DateReference] = []
     at = 0
-    while (match := pattern.search(source, at)) is not None:
+    candidates = iter(starts) if starts is not None else None
+    while True:
+        if candidates is None:
+            match = pattern.search(source, at)
+        else:
+            match = None
+            for start in candidates:
+                if start >= at and (match := pattern.match(source, start)) is not None:
+                    break
+        if match is None:
+            return out
         found = _resolve(match, text, day)
         if found is None:
             at = match.start() + 1  # not a reference ("in the day before ..."): a shorter one may start inside
             continue
         out.append(found)
         at = match.end()
-    return out
 
 
 def annotate_dates(text: str, anchor: Any, *, min_confidence: float = MIN_ANNOTATE_CONFIDENCE) -> str:
