@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +154,17 @@ _CLAUSES: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
                 r"[a-z][a-z-]{2,}\b")),
 ]
 _LOWERED = {p: re.compile(p.pattern.lower()) for _, _, p in _CLAUSES if p.flags & re.I}
+# Lower-cased literals one of which starts every match of each clause pattern (in the order of `_CLAUSES`):
+# matching only where they occur finds what a scan of every position finds, several times faster.
+_CLAUSE_STARTS: tuple[tuple[str, ...], ...] = (
+    ("my name is", "call me", "i'm", "i am"),
+    ("i work", "i live", "i 'm", "i am", "i grew", "i was", "i study"),
+    ("i need", "i want", "i 'd", "i would", "i 'm", "i am", "i have", "i plan", "my goal", "our goal", "the goal",
+     "we need"),
+    ("i will", "i'll", "i'm going", "i am going", "we will", "we'll", "let's", "let us", "i promise"),
+    ("by", "before", "until", "till", "no later", "due", "deadline"),
+    ("my", "our"),
+)
 _ORG_WORDS = frozenset(
     """inc inc. ltd ltd. llc corp corp. corporation company co. university college institute foundation bank group
     lab labs technologies systems association agency department ministry school hospital club society gmbh ag plc
@@ -205,12 +216,9 @@ def extract_mentions(text: str) -> tuple[Mention, ...]:
     things) may contain atomic ones."""
     found = list(clause_mentions(text))
     place_set = places()
-    for start, end, kind in scan(text):
+    for start, end, kind in scan(text, _not_a_name):
         if kind == "name":
-            run = text[start:end]
-            if " " not in run and "\t" not in run and (_bare(run) in STOP_WORDS or run.lower() in _NOT_NAMES):
-                continue  # the common case: "The", "It", "I'm" opening a sentence
-            found.extend(_names(text, run, start, place_set))
+            found.extend(_names(text, text[start:end], start, place_set))
             continue
         value = text[start:end]
         key = normalise(value.strip("`").removesuffix("()")) if kind == CODE else normalise(value)
@@ -231,11 +239,15 @@ def clause_mentions(text: str) -> tuple[Mention, ...]:
     low = text.lower()
     # Case-free clauses run on the lower-cased text (faster than IGNORECASE) when lowering kept every offset.
     same_offsets = len(low) == len(text)
-    for kind, needles, pattern in _CLAUSES:
+    for (kind, needles, pattern), starts in zip(_CLAUSES, _CLAUSE_STARTS):
         if not any(n in low for n in needles):
             continue
         lowered = _LOWERED.get(pattern) if same_offsets else None
-        for m in lowered.finditer(low) if lowered is not None else pattern.finditer(text):
+        if not same_offsets:
+            matches: Iterable[re.Match[str]] = pattern.finditer(text)
+        else:
+            matches = _matches_at(lowered or pattern, low if lowered else text, _find_all(low, starts))
+        for m in matches:
             if m.start() > 0 and text[m.start() - 1].isalnum():
                 continue
             group = 1 if pattern.groups else 0
@@ -249,6 +261,31 @@ def clause_mentions(text: str) -> tuple[Mention, ...]:
             found.append(Mention(value, kind, m.start(group), m.start(group) + len(value), normalise(value)))
     found.sort(key=lambda x: (x.start, -x.end))
     return tuple(found)
+
+
+def _find_all(text: str, literals: tuple[str, ...]) -> list[int]:
+    """Every position where one of `literals` occurs in `text`, in order, once each."""
+    found = set()
+    for literal in literals:
+        at = text.find(literal)
+        while at != -1:
+            found.add(at)
+            at = text.find(literal, at + 1)
+    return sorted(found)
+
+
+def _matches_at(pattern: re.Pattern[str], text: str, starts: list[int]) -> Iterator[re.Match[str]]:
+    """What `pattern.finditer(text)` gives when `starts` holds every position where a match can start."""
+    at = 0
+    for start in starts:
+        if start >= at and (m := pattern.match(text, start)) is not None:
+            yield m
+            at = m.end()
+
+
+def _not_a_name(run: str) -> bool:
+    """A one-word run of capitals that names nothing: the common case, "The", "It", "I'm" opening a sentence."""
+    return " " not in run and "\t" not in run and (_bare(run) in STOP_WORDS or run.lower() in _NOT_NAMES)
 
 
 def _bare(word: str) -> str:

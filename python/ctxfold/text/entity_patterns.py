@@ -25,10 +25,10 @@ WHEN = (rf"(?:(?:next|this|coming)\s+)?(?:{_WEEKDAY}|tomorrow|tonight|today|noon
         r"|next\s+(?:week|month|year))")
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
-_EMAIL_LEFT = re.compile(r"[\w.+-]+\Z")
+_EMAIL_LEFT = re.compile(r"[\w.+-]*")
 _URL = re.compile(r"(?:https?://|www\.)[^\s<>()\"'`]+")
 _SLASH = re.compile(r"[/\\]")
-_PATH_LEFT = re.compile(r"[\w.~:/\\-]+\Z")
+_PATH_LEFT = re.compile(r"[\w.~:/\\-]*")
 _PATH_RIGHT = re.compile(r"[\w./\\-]*")
 _PATH = re.compile(
     r"(?:[A-Za-z]:\\|~/|\.{1,2}/|/)(?:[\w.-]+[/\\])*[\w.-]*[A-Za-z][\w.-]*"
@@ -36,8 +36,9 @@ _PATH = re.compile(
 )
 _EXT = re.compile(r"\.(?:py|rs|js|ts|tsx|jsx|json|ya?ml|toml|md|txt|csv|html|css|go|java|cpp|hpp|sh|sql|log|cfg|ini|"
                   r"xml|ipynb|pdf|docx?|xlsx?)\b")
-_STEM_LEFT = re.compile(r"[\w-]+\Z")
-_NUMBER = re.compile(r"[$€£¥]?\d[\d.,:/%-]*")
+_STEM_LEFT = re.compile(r"[\w-]*")
+# "[$€£¥]?\d[\d.,:/%-]*", written to start on a character class so that the regex engine skips to candidates.
+_NUMBER = re.compile(r"[$€£¥\d](?:(?<=[$€£¥])\d|(?<![$€£¥]))[\d.,:/%-]*")
 _VERSION = re.compile(r"v\d+(?:\.\d+)*|\d+\.\d+\.\d+(?:[-+][\w.]+)?")
 _MONEY = re.compile(r"[$€£¥]\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:k|m|bn|million|billion|thousand)\b)?"
                     r"|\d[\d,]*(?:\.\d+)?\s?(?:dollars|usd|eur|euros|gbp|pounds|bucks)\b", re.I)
@@ -45,14 +46,12 @@ _PERCENT = re.compile(r"\d+(?:\.\d+)?\s?(?:%|percent\b)", re.I)
 _NUMERIC_DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{2,4}")
 _TIME = re.compile(r"\d{1,2}:\d{2}(?::\d{2})?(?:\s?(?:[ap]m\b|[ap]\.m\.))?|\d{1,2}\s?(?:[ap]m\b|[ap]\.m\.)", re.I)
 _DAY_BEFORE_MONTH = re.compile(r"\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?\Z", re.I)
-_DATE_WORD = re.compile(r"[jfmasondtwy](?:anuary|ebruary|arch|pril|ay|une|uly|ugust|eptember|ctober|ovember|ecember"
-                        r"|an|eb|ar|pr|un|ul|ug|ept|ep|ct|ov|ec|onday|uesday|ednesday|hursday|riday|aturday|unday"
-                        r"|omorrow|oday|esterday)\b")
 _DATE_WORDS = frozenset(
     """january february march april may june july august september october november december jan feb mar apr jun
     jul aug sept sep oct nov dec monday tuesday wednesday thursday friday saturday sunday tomorrow today
     yesterday""".split()
 )
+_DATE_WORDS_IN_ORDER = tuple(sorted(_DATE_WORDS))
 _MONTH_AT = re.compile(rf"{MONTH_DAY}|{_MONTH}\s+\d{{4}}\b", re.I)
 _ORDINAL_OR_OF = re.compile(r"st|nd|rd|th|of", re.I)
 _RELATIVE_BEFORE = re.compile(r"(?:next|this|last|coming)\s+\Z", re.I)
@@ -63,13 +62,24 @@ _CALL = re.compile(r"\(\)")
 _CALL_LEFT = re.compile(r"[A-Za-z_][\w.]*\Z")
 _SNAKE = re.compile(r"_")
 _SNAKE_WORD = re.compile(r"[a-z]+(?:_[a-z0-9]+)+")
-_CAMEL = re.compile(r"[a-z][A-Z]")
+# The capital of a lower-upper pair ("[a-z][A-Z]" one character later), found by skipping to capitals.
+_CAMEL = re.compile(r"[A-Z](?<=[a-z][A-Z])")
 _CAMEL_WORD = re.compile(r"[A-Za-z][a-z0-9]*(?:[A-Z][a-z0-9]+)+")
 # McGregor, MacDonald, DiCaprio, LeBron: names, not code.
 _SURNAME = re.compile(r"(?:Mc|Mac|Di|De|Le|La|Van|O)[A-Z][a-z]+\Z")
-_WORD_LEFT = re.compile(r"[A-Za-z0-9_]+\Z")
+_WORD_LEFT = re.compile(r"[A-Za-z0-9_]*")
 NAME = re.compile(r"[A-Z](?:[a-zà-ÿ]+(?:[-'’][A-Za-z]+)?|[A-Z]{1,5}s?)(?:[ \t]+(?:(?:de|van|von|da|del|of)[ \t]+)?"
                   r"[A-Z](?:[a-zà-ÿ]+(?:[-'’][A-Za-z]+)?|[A-Z]{1,5}))*")
+
+
+def _left_run(reverse: str, run: re.Pattern[str], end: int, limit: int) -> int | None:
+    """Where the characters of `run` that end at `end` start, at most `limit`
+    back; None when the character before `end` is not one. `reverse` is the
+    text reversed: a forward match there replaces a search for a run ending
+    at `end`, which tries every start in the window."""
+    at = len(reverse) - end
+    length = run.match(reverse, at).end() - at  # type: ignore[union-attr]
+    return max(end - length, end - limit, 0) if length else None
 
 
 def _free_left(text: str, start: int) -> bool:
@@ -82,9 +92,10 @@ def _free_right(text: str, end: int) -> bool:
 
 def _emails(text: str, low: str) -> Iterator[Hit]:
     at = text.find("@")
+    reverse = text[::-1] if at != -1 else ""
     while at != -1:
-        left = _EMAIL_LEFT.search(text, max(0, at - 64), at)
-        found = _EMAIL.match(text, left.start()) if left else None
+        left = _left_run(reverse, _EMAIL_LEFT, at, 64)
+        found = _EMAIL.match(text, left) if left is not None else None
         if found and found.end() > at:
             yield found.start(), found.end(), "email"
         at = text.find("@", max(at + 1, found.end() if found else 0))
@@ -98,12 +109,13 @@ def _urls(text: str, low: str) -> Iterator[Hit]:
 
 def _paths(text: str, low: str) -> Iterator[Hit]:
     seen_end = -1
+    reverse = text[::-1]
     if "/" in text or "\\" in text:
         for m in _SLASH.finditer(text):
             if m.start() < seen_end:
                 continue
-            left = _PATH_LEFT.search(text, max(0, m.start() - 80), m.start())
-            start = left.start() if left else m.start()
+            left = _left_run(reverse, _PATH_LEFT, m.start(), 80)
+            start = left if left is not None else m.start()
             end = _PATH_RIGHT.match(text, m.end()).end()  # type: ignore[union-attr]
             seen_end = end
             found = _PATH.match(text, start, end)
@@ -112,9 +124,9 @@ def _paths(text: str, low: str) -> Iterator[Hit]:
     for m in _EXT.finditer(text):
         if m.start() < seen_end:
             continue
-        left = _STEM_LEFT.search(text, max(0, m.start() - 60), m.start())
-        if left:
-            yield left.start(), m.end(), "path"
+        left = _left_run(reverse, _STEM_LEFT, m.start(), 60)
+        if left is not None:
+            yield left, m.end(), "path"
 
 
 def _numbers(text: str, low: str) -> Iterator[Hit]:
@@ -142,23 +154,28 @@ def _numbers(text: str, low: str) -> Iterator[Hit]:
 
 def _dates(text: str, low: str) -> Iterator[Hit]:
     """Month and weekday names, today / tomorrow / yesterday, and the clock words noon and midnight."""
-    for m in _DATE_WORD.finditer(low):
-        start = m.start()
-        if m.group(0) not in _DATE_WORDS or not _free_left(low, start):
-            continue
-        word = text[start:m.end()]
-        before = _DAY_BEFORE_MONTH.search(text, max(0, start - 12), start)
-        if before and m.group(0) == "may" and not _ORDINAL_OR_OF.search(before.group(0)):
-            before = None  # "$50 may help": the verb, not the month
-        at = _MONTH_AT.match(text, before.start() if before else start)
-        if at and (before or at.end() > m.end()):
-            yield at.start(), at.end(), "date"
-            continue
-        if m.group(0).endswith(("day", "morrow")):
-            rel = _RELATIVE_BEFORE.search(text, max(0, start - 8), start)
-            yield (rel.start() if rel else start), m.end(), "date"
-        elif word in _CAPITAL_MONTHS:
-            yield start, m.end(), "date"
+    size = len(low)
+    # A substring search per word skips to the few candidates; a regular expression would try every letter.
+    for name in _DATE_WORDS_IN_ORDER:
+        start = low.find(name)
+        while start != -1:
+            end = start + len(name)
+            if (start and low[start - 1].isalnum()) or (end < size and (low[end].isalnum() or low[end] == "_")):
+                start = low.find(name, start + 1)
+                continue
+            word = text[start:end]
+            before = _DAY_BEFORE_MONTH.search(text, max(0, start - 12), start)
+            if before and name == "may" and not _ORDINAL_OR_OF.search(before.group(0)):
+                before = None  # "$50 may help": the verb, not the month
+            at = _MONTH_AT.match(text, before.start() if before else start)
+            if at and (before or at.end() > end):
+                yield at.start(), at.end(), "date"
+            elif name.endswith(("day", "morrow")):
+                rel = _RELATIVE_BEFORE.search(text, max(0, start - 8), start)
+                yield (rel.start() if rel else start), end, "date"
+            elif word in _CAPITAL_MONTHS:
+                yield start, end, "date"
+            start = low.find(name, start + 1)
     if "noon" in low or "midnight" in low:
         for m in _CLOCK_WORD.finditer(low):
             if _free_left(low, m.start()) and _free_right(low, m.end()):
@@ -166,6 +183,7 @@ def _dates(text: str, low: str) -> Iterator[Hit]:
 
 
 def _code(text: str, low: str) -> Iterator[Hit]:
+    reverse = text[::-1]
     if "`" in text:
         for m in _BACKTICK.finditer(text):
             yield m.start(), m.end(), "code"
@@ -176,38 +194,38 @@ def _code(text: str, low: str) -> Iterator[Hit]:
                 yield left.start(), m.end(), "code"
     if "_" in text:
         for m in _SNAKE.finditer(text):
-            left = _WORD_LEFT.search(text, max(0, m.start() - 40), m.start())
-            word = _SNAKE_WORD.match(text, left.start()) if left else None
+            left = _left_run(reverse, _WORD_LEFT, m.start(), 40)
+            word = _SNAKE_WORD.match(text, left) if left is not None else None
             if word and _free_left(text, word.start()) and _free_right(text, word.end()) and word.end() > m.end():
                 yield word.start(), word.end(), "code"
     for m in _CAMEL.finditer(text):
-        left = _WORD_LEFT.search(text, max(0, m.start() - 40), m.start() + 1)
-        word = _CAMEL_WORD.match(text, left.start()) if left else None
+        left = _left_run(reverse, _WORD_LEFT, m.start(), 41)
+        word = _CAMEL_WORD.match(text, left) if left is not None else None
         if word and _free_left(text, word.start()) and _free_right(text, word.end()) and not _SURNAME.match(word.group(0)):
             yield word.start(), word.end(), "code"
 
 
-def _names(text: str, low: str) -> Iterator[Hit]:
-    for m in NAME.finditer(text):
-        if _free_left(text, m.start()):
-            yield m.start(), m.end(), "name"
+#: In priority order: where two hits overlap, the one that starts first wins, then the earlier pass; names come last.
+PASSES: tuple[Callable[[str, str], Iterator[Hit]], ...] = (_emails, _urls, _paths, _numbers, _dates, _code)
 
 
-#: In priority order: where two hits overlap, the one that starts first wins, then the earlier pass.
-PASSES: tuple[Callable[[str, str], Iterator[Hit]], ...] = (_emails, _urls, _paths, _numbers, _dates, _code, _names)
-
-
-def scan(text: str) -> list[Hit]:
-    """Non-overlapping atomic hits of ``text``, in order of their start."""
+def scan(text: str, skip_name: Callable[[str], bool] | None = None) -> list[Hit]:
+    """Non-overlapping atomic hits of ``text``, in order of their start;
+    runs of capitalised words for which ``skip_name`` is true are left out."""
     low = text.lower()
     # Earlier passes claim their spans first; a later hit that overlaps a claimed span is dropped.
     hits = [(rank, start, -end, kind) for rank, scan_pass in enumerate(PASSES) for start, end, kind in scan_pass(text, low)]
+    names = len(PASSES)
+    for m in NAME.finditer(text):
+        start = m.start()
+        if (start == 0 or not text[start - 1].isalnum()) and not (skip_name and skip_name(m.group(0))):
+            hits.append((names, start, -m.end(), "name"))
     hits.sort()
     claimed = bytearray(len(text) + 1)
     out: list[Hit] = []
     for _rank, start, neg_end, kind in hits:
         end = -neg_end
-        if end > start and not any(claimed[start:end]):
+        if end > start and claimed.find(1, start, end) == -1:
             out.append((start, end, kind))
             claimed[start:end] = b"\x01" * (end - start)
     out.sort()
