@@ -45,13 +45,26 @@ _MONEY = re.compile(r"[$€£¥]\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:k|m|bn|million|bil
 _PERCENT = re.compile(r"\d+(?:\.\d+)?\s?(?:%|percent\b)", re.I)
 _NUMERIC_DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{2,4}")
 _TIME = re.compile(r"\d{1,2}:\d{2}(?::\d{2})?(?:\s?(?:[ap]m\b|[ap]\.m\.))?|\d{1,2}\s?(?:[ap]m\b|[ap]\.m\.)", re.I)
+# The kinds above in priority order, one alternative each: one match call per number instead of five.
+_NUMBER_KINDS = ("version", _VERSION), ("money", _MONEY), ("percent", _PERCENT), ("date", _NUMERIC_DATE), ("time", _TIME)
+_NUMBER_KIND, _NUMBER_KIND_NOT_VERSION = (
+    re.compile("|".join(f"(?P<{kind}>{'(?i:' if p.flags & re.I else '(?:'}{p.pattern}))" for kind, p in kinds))
+    for kinds in (_NUMBER_KINDS, _NUMBER_KINDS[1:])
+)
 _DAY_BEFORE_MONTH = re.compile(r"\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?\Z", re.I)
 _DATE_WORDS = frozenset(
     """january february march april may june july august september october november december jan feb mar apr jun
     jul aug sept sep oct nov dec monday tuesday wednesday thursday friday saturday sunday tomorrow today
     yesterday""".split()
 )
-_DATE_WORDS_IN_ORDER = tuple(sorted(_DATE_WORDS))
+# Each of _DATE_WORDS holds one stem (the weekdays, today and yesterday end with "day").
+_DATE_STEMS = (
+    ("day", ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "today", "yesterday")),
+    ("tomorrow", ("tomorrow",)), ("jan", ("january", "jan")), ("feb", ("february", "feb")), ("mar", ("march", "mar")),
+    ("apr", ("april", "apr")), ("may", ("may",)), ("jun", ("june", "jun")), ("jul", ("july", "jul")),
+    ("aug", ("august", "aug")), ("sep", ("september", "sept", "sep")), ("oct", ("october", "oct")),
+    ("nov", ("november", "nov")), ("dec", ("december", "dec")),
+)
 _MONTH_AT = re.compile(rf"{MONTH_DAY}|{_MONTH}\s+\d{{4}}\b", re.I)
 _ORDINAL_OR_OF = re.compile(r"st|nd|rd|th|of", re.I)
 _RELATIVE_BEFORE = re.compile(r"(?:next|this|last|coming)\s+\Z", re.I)
@@ -140,42 +153,54 @@ def _numbers(text: str, low: str) -> Iterator[Hit]:
             start -= 1
         elif not _free_left(text, start) and text[start - 1] not in "$€£¥":
             continue
-        for pattern, kind in ((_VERSION, "version"), (_MONEY, "money"), (_PERCENT, "percent"),
-                              (_NUMERIC_DATE, "date"), (_TIME, "time")):
-            found = pattern.match(text, start)
-            if found and (kind != "version" or _free_right(text, found.end())):
-                if kind == "version" and found.group(0)[0] != "v" and text[max(0, start - 8):start].lower() != "version ":
-                    if found.group(0).count(".") < 2:
-                        continue
-                yield start, found.end(), kind
-                pos = found.end()
-                break
+        found = _NUMBER_KIND.match(text, start)
+        if found is not None and found.lastgroup == "version":
+            value = found.group(0)
+            if not _free_right(text, found.end()) or (
+                value[0] != "v" and text[max(0, start - 8):start].lower() != "version " and value.count(".") < 2
+            ):
+                found = _NUMBER_KIND_NOT_VERSION.match(text, start)
+        if found is not None:
+            yield start, found.end(), found.lastgroup  # type: ignore[misc]
+            pos = found.end()
+
+
+def _date_words(low: str) -> Iterator[tuple[int, str]]:
+    """(start, word) of each of `_DATE_WORDS` standing as a word of its own
+    in `low`: a substring search per stem skips to the few candidates, where a
+    regular expression would try every letter."""
+    size = len(low)
+    for stem, words in _DATE_STEMS:
+        at = low.find(stem)
+        while at != -1:
+            for word in words:
+                start = at + len(stem) - len(word) if stem == "day" else at
+                end = start + len(word)
+                if (start >= 0 and low.startswith(word, start) and (start == 0 or not low[start - 1].isalnum())
+                        and (end == size or not (low[end].isalnum() or low[end] == "_"))):
+                    yield start, word
+                    break
+            at = low.find(stem, at + 1)
 
 
 def _dates(text: str, low: str) -> Iterator[Hit]:
     """Month and weekday names, today / tomorrow / yesterday, and the clock words noon and midnight."""
-    size = len(low)
-    # A substring search per word skips to the few candidates; a regular expression would try every letter.
-    for name in _DATE_WORDS_IN_ORDER:
-        start = low.find(name)
-        while start != -1:
-            end = start + len(name)
-            if (start and low[start - 1].isalnum()) or (end < size and (low[end].isalnum() or low[end] == "_")):
-                start = low.find(name, start + 1)
-                continue
-            word = text[start:end]
-            before = _DAY_BEFORE_MONTH.search(text, max(0, start - 12), start)
-            if before and name == "may" and not _ORDINAL_OR_OF.search(before.group(0)):
-                before = None  # "$50 may help": the verb, not the month
-            at = _MONTH_AT.match(text, before.start() if before else start)
-            if at and (before or at.end() > end):
-                yield at.start(), at.end(), "date"
-            elif name.endswith(("day", "morrow")):
-                rel = _RELATIVE_BEFORE.search(text, max(0, start - 8), start)
-                yield (rel.start() if rel else start), end, "date"
-            elif word in _CAPITAL_MONTHS:
-                yield start, end, "date"
-            start = low.find(name, start + 1)
+    for start, name in _date_words(low):
+        end = start + len(name)
+        word = text[start:end]
+        # Both look-behinds end in white space: one character test skips most searches.
+        spaced = start > 0 and text[start - 1].isspace()
+        before = _DAY_BEFORE_MONTH.search(text, max(0, start - 12), start) if spaced else None
+        if before and name == "may" and not _ORDINAL_OR_OF.search(before.group(0)):
+            before = None  # "$50 may help": the verb, not the month
+        at = _MONTH_AT.match(text, before.start() if before else start)
+        if at and (before or at.end() > end):
+            yield at.start(), at.end(), "date"
+        elif name.endswith(("day", "morrow")):
+            rel = _RELATIVE_BEFORE.search(text, max(0, start - 8), start) if spaced else None
+            yield (rel.start() if rel else start), end, "date"
+        elif word in _CAPITAL_MONTHS:
+            yield start, end, "date"
     if "noon" in low or "midnight" in low:
         for m in _CLOCK_WORD.finditer(low):
             if _free_left(low, m.start()) and _free_right(low, m.end()):
