@@ -154,16 +154,17 @@ _CLAUSES: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
                 r"[a-z][a-z-]{2,}\b")),
 ]
 _LOWERED = {p: re.compile(p.pattern.lower()) for _, _, p in _CLAUSES if p.flags & re.I}
-# Lower-cased literals one of which starts every match of each clause pattern (in the order of `_CLAUSES`):
-# matching only where they occur finds what a scan of every position finds, several times faster.
-_CLAUSE_STARTS: tuple[tuple[str, ...], ...] = (
-    ("my name is", "call me", "i'm", "i am"),
-    ("i work", "i live", "i 'm", "i am", "i grew", "i was", "i study"),
-    ("i need", "i want", "i 'd", "i would", "i 'm", "i am", "i have", "i plan", "my goal", "our goal", "the goal",
-     "we need"),
-    ("i will", "i'll", "i'm going", "i am going", "we will", "we'll", "let's", "let us", "i promise"),
-    ("by", "before", "until", "till", "no later", "due", "deadline"),
-    ("my", "our"),
+# Where each clause pattern can start (in the order of `_CLAUSES`): after the pronoun "i " / "i'" (found once
+# for all) or not, and (literal, how far before it the match starts) pairs, all lower-cased. Matching only there
+# finds what a scan of every position finds, several times faster.
+_PRONOUN_I = (("i ", 0), ("i'", 0))
+_CLAUSE_STARTS: tuple[tuple[bool, tuple[tuple[str, int], ...]], ...] = (
+    (True, (("my name", 0), ("call me", 0))),
+    (True, ()),
+    (True, (("goal", 3), ("goal", 4), ("we need", 0))),
+    (True, (("we will", 0), ("we'll", 0), ("let", 0))),
+    (False, (("by", 0), ("before", 0), ("until", 0), ("till", 0), ("no later", 0), ("due", 0), ("deadline", 0))),
+    (False, (("my", 0), ("our", 0))),
 )
 _ORG_WORDS = frozenset(
     """inc inc. ltd ltd. llc corp corp. corporation company co. university college institute foundation bank group
@@ -239,14 +240,22 @@ def clause_mentions(text: str) -> tuple[Mention, ...]:
     low = text.lower()
     # Case-free clauses run on the lower-cased text (faster than IGNORECASE) when lowering kept every offset.
     same_offsets = len(low) == len(text)
-    for (kind, needles, pattern), starts in zip(_CLAUSES, _CLAUSE_STARTS):
-        if not any(n in low for n in needles):
-            continue
-        lowered = _LOWERED.get(pattern) if same_offsets else None
-        if not same_offsets:
-            matches: Iterable[re.Match[str]] = pattern.finditer(text)
+    pronoun: list[int] | None = None
+    for (kind, needles, pattern), (after_i, literals) in zip(_CLAUSES, _CLAUSE_STARTS):
+        if same_offsets:
+            starts = _find_all(low, literals)
+            if after_i:
+                pronoun = _find_all(low, _PRONOUN_I) if pronoun is None else pronoun
+                starts = sorted(set(starts).union(pronoun)) if starts else pronoun
+            lowered = _LOWERED.get(pattern)
+            matches: Iterable[re.Match[str]] = list(_matches_at(lowered or pattern, low if lowered else text, starts))
+            # The needles gate the pattern (tested only when it matched: the result is the same).
+            if not matches or not any(n in low for n in needles):
+                continue
+        elif any(n in low for n in needles):
+            matches = pattern.finditer(text)
         else:
-            matches = _matches_at(lowered or pattern, low if lowered else text, _find_all(low, starts))
+            continue
         for m in matches:
             if m.start() > 0 and text[m.start() - 1].isalnum():
                 continue
@@ -263,13 +272,14 @@ def clause_mentions(text: str) -> tuple[Mention, ...]:
     return tuple(found)
 
 
-def _find_all(text: str, literals: tuple[str, ...]) -> list[int]:
-    """Every position where one of `literals` occurs in `text`, in order, once each."""
+def _find_all(text: str, literals: tuple[tuple[str, int], ...]) -> list[int]:
+    """Every position `back` characters before an occurrence of a `literal` in `text`, in order, once each."""
     found = set()
-    for literal in literals:
+    for literal, back in literals:
         at = text.find(literal)
         while at != -1:
-            found.add(at)
+            if at >= back:
+                found.add(at - back)
             at = text.find(literal, at + 1)
     return sorted(found)
 
