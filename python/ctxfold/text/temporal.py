@@ -91,6 +91,10 @@ _END = r"(?:'s|s'|')?(?!\w)"
 # the weekdays contain one): substring search finds them far faster than a
 # regular expression scan of the whole text.
 _HEADS = ("day", "week", "month", "year", "night", "tomorrow", "morning", "evening", "afternoon", *_MONTHS)
+# What `_starts` looks for: every reference but those opened by last / next / this holds one of these words
+# (the weekdays, today, yesterday, tonight and fortnight contain one) and those three open the rest.
+_START_HEADS = ("day", "week", "month", "year", "night", "tomorrow")
+_OPENERS = ("last", "next", "this")
 # A reference starts at most four words before its head ("in a couple of days"):
 # matched on the reversed text, the groups end where the head's word and the four words before it start.
 _WORDS_BEFORE = re.compile(r"(\w*)(?:\s+(\w+)(?:\s+(\w+)(?:\s+(\w+)(?:\s+(\w+))?)?)?)?")
@@ -206,21 +210,27 @@ def resolve_dates(text: str, anchor: Any) -> list[DateReference]:
 
 def _starts(lower: str) -> list[int]:
     """Every position where a reference can start, in order: the starts of
-    the word holding each head and of the four words before it."""
+    the word holding each head and of the four words before it, and where
+    last, next or this occurs."""
     heads = []
-    for head in _HEADS:
+    for head in _START_HEADS:
         at = lower.find(head)
         while at != -1:
             heads.append(at)
             at = lower.find(head, at + 1)
-    if not heads:
-        return heads
-    reverse = lower[::-1]
-    n = len(lower)
     starts = set()
-    for at in heads:
-        words = _WORDS_BEFORE.match(reverse, n - at)
-        starts.update(n - words.end(g) for g in range(1, 6) if words.start(g) != -1)  # type: ignore[union-attr]
+    for opener in _OPENERS:
+        at = lower.find(opener)
+        while at != -1:
+            starts.add(at)
+            at = lower.find(opener, at + 1)
+    if heads:
+        reverse = lower[::-1]
+        n = len(lower)
+        for at in heads:
+            for start, end in _WORDS_BEFORE.match(reverse, n - at).regs[1:]:  # type: ignore[union-attr]
+                if start != -1:
+                    starts.add(n - end)
     return sorted(starts)
 
 
