@@ -18,6 +18,7 @@ history in milliseconds. All three share one stop list.
 from __future__ import annotations
 
 import functools
+import operator
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -195,6 +196,7 @@ _SENTENCE_OPENERS = frozenset('.!?:\n"“(*#>-')
 _WORD = re.compile(r"\S+")
 # An article or a title is not part of what a mention names ("Dr. Smith" is "Smith").
 _KEY_PREFIX = re.compile(r"^(?:the|mr|mrs|ms|miss|dr|prof|professor)\.?\s+")
+_START = operator.attrgetter("start")
 _POSSESSIVE = re.compile(r"(?:'s|’s|'|’)$")
 
 
@@ -215,17 +217,25 @@ def extract_mentions(text: str) -> tuple[Mention, ...]:
     (names, dates, paths, ...) never overlap each other; clause mentions (task
     goals, commitments, temporal constraints, identity statements, personal
     things) may contain atomic ones."""
-    found = list(clause_mentions(text))
+    clauses = clause_mentions(text)
     place_set = places()
+    atomic: list[Mention] = []
     for start, end, kind in scan(text, _not_a_name):
         if kind == "name":
-            found.extend(_names(text, text[start:end], start, place_set))
+            atomic.extend(_names(text, text[start:end], start, place_set))
             continue
         value = text[start:end]
-        key = normalise(value.strip("`").removesuffix("()")) if kind == CODE else normalise(value)
+        key = normalise(value.strip("`").removesuffix("()")) if kind == CODE else (
+            value.lower() if value.isalnum() else normalise(value))
         if key:
-            found.append(Mention(value, kind, start, end, key))
-    found.sort(key=lambda x: (x.start, -x.end))
+            atomic.append(Mention(value, kind, start, end, key))
+    if not clauses:
+        return tuple(atomic)  # atomic mentions come in order of their start, which no two share
+    found = [*clauses, *atomic]
+    # Sorting by (start, -end) alone: a C-level key first, and the full key only when two mentions share a start.
+    found.sort(key=_START)
+    if len(found) != len({m.start for m in found}):
+        found.sort(key=lambda x: (x.start, -x.end))
     return tuple(found)
 
 
@@ -364,7 +374,7 @@ def _names(text: str, run: str, start: int, place_set: frozenset[str]) -> list[M
 def _single_name(text: str, word: str, start: int, place_set: frozenset[str]) -> Mention:
     """`_names` for a run of one word (most runs): a place, or a name, weak at a sentence's start."""
     end = start + len(word)
-    key = normalise(word)
+    key = word.lower() if word.isalnum() else normalise(word)
     if key in place_set:
         return Mention(word, LOCATION, start, end, key)
     kind = _name_kind(text, start, end, word)

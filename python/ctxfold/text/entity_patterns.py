@@ -240,11 +240,6 @@ def scan(text: str, skip_name: Callable[[str], bool] | None = None) -> list[Hit]
     low = text.lower()
     # Earlier passes claim their spans first; a later hit that overlaps a claimed span is dropped.
     hits = [(rank, start, -end, kind) for rank, scan_pass in enumerate(PASSES) for start, end, kind in scan_pass(text, low)]
-    names = len(PASSES)
-    for m in NAME.finditer(text):
-        start = m.start()
-        if (start == 0 or not text[start - 1].isalnum()) and not (skip_name and skip_name(m.group(0))):
-            hits.append((names, start, -m.end(), "name"))
     hits.sort()
     claimed = bytearray(len(text) + 1)
     out: list[Hit] = []
@@ -253,5 +248,12 @@ def scan(text: str, skip_name: Callable[[str], bool] | None = None) -> list[Hit]
         if end > start and claimed.find(1, start, end) == -1:
             out.append((start, end, kind))
             claimed[start:end] = b"\x01" * (end - start)
+    # Names never overlap each other: each needs only the other kinds' claims, in the order they are found.
+    for m in NAME.finditer(text):
+        start, end = m.span()
+        if (start == 0 or not text[start - 1].isalnum()) and claimed.find(1, start, end) == -1 and not (
+            skip_name and skip_name(m.group(0))
+        ):
+            out.append((start, end, "name"))
     out.sort()
     return out
