@@ -1,30 +1,37 @@
-"""Entity extraction over a 500-message conversation (goal < 100 ms, nothing
-cached), and one added turn on a built repository (incremental).
+"""Entity extraction and date resolution over a 500-message conversation
+(goal < 100 ms, nothing cached), and one added turn (incremental).
 
 Groups (compare the rows of a group):
 - ``entities-500-synthetic``: a generated chat of 500 messages about
   100,000 tokens long (user turns 20-60 words, assistant turns 200-560, the
   sizes of bench_engine's synthetic chat), with names, places, dates, money,
-  paths, goals and promises in its sentences;
+  paths, goals and promises in its sentences; each message an hour after the
+  one before;
 - ``entities-500-lme``: the first LongMemEval-S histories cut to 500 turns,
-  when ../shared/data is there;
-- ``entities-add-turn``: `EntityRepository.add` of one new turn after 500;
-- the reference in each extraction group: the untyped regular-expression
-  extractor (`extract_entities`, what the scoring layer reads) over the same
-  messages; no typed NER peer is installed in the bench extra.
+  each turn dated by its session, when ../shared/data is there;
+- rows of each: `extract_mentions` alone, then `extract_mentions` plus
+  `resolve_dates` against the message's date (the speed goal), both from an
+  empty cache; the reference is the untyped regular-expression extractor
+  (`extract_entities`, what the scoring layer reads) over the same messages;
+  no typed NER peer is installed in the bench extra;
+- ``entities-add-turn``: one new turn after 500: its mentions and dates from
+  an empty cache, and `EntityRepository.add` of it on a built repository.
 
 Run: python -m pytest benches/bench_entities.py --benchmark-enable -p no:cacheprovider
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import random
 
 import pytest
-from ctxfold.text.entities import extract_entities, extract_mentions
+from ctxfold.text.entities import clause_mentions, extract_entities, extract_mentions
 from ctxfold.text.entity_repository import EntityRepository
+from ctxfold.text.temporal import resolve_dates
 
-from conftest import SHARED_DATA, lme_turns
+from conftest import SHARED_DATA, shared_data
 
 MESSAGES = 500
 SENTENCES = [
@@ -69,15 +76,41 @@ def synthetic(seed: int = 0) -> list[str]:
 SYNTHETIC = synthetic()
 
 
-def _lme() -> list[str]:
+SYNTHETIC_DATES = [dt.datetime(2023, 5, 1, 9) + dt.timedelta(hours=i) for i in range(MESSAGES)]
+
+
+def _lme_dated() -> tuple[list[str], list[dt.date]]:
+    """The first LongMemEval-S turns and the date of each one's session."""
     if not (SHARED_DATA / "conversations" / "longmemeval_s").is_dir():
         pytest.skip(f"LongMemEval-S not found under {SHARED_DATA} (set CTXFOLD_SHARED_DATA)")
-    return lme_turns(2)[:MESSAGES]
+    texts: list[str] = []
+    dates: list[dt.date] = []
+    for f in sorted(shared_data("conversations", "longmemeval_s").glob("*.json"))[:2]:
+        data = json.loads(f.read_text(encoding="utf-8"))
+        for when, session in zip(data["haystack_dates"], data["haystack_sessions"]):
+            day = dt.datetime.strptime(when[:10], "%Y/%m/%d").date()
+            texts += [t["content"] for t in session]
+            dates += [day] * len(session)
+    return texts[:MESSAGES], dates[:MESSAGES]
+
+
+def _lme() -> list[str]:
+    return _lme_dated()[0]
+
+
+def _cold() -> None:
+    extract_mentions.cache_clear()
+    clause_mentions.cache_clear()
 
 
 def _typed_cold(texts: list[str]) -> int:
-    extract_mentions.cache_clear()
+    _cold()
     return sum(len(extract_mentions(t)) for t in texts)
+
+
+def _typed_and_dates_cold(texts: list[str], dates: list) -> int:
+    _cold()
+    return sum(len(extract_mentions(t)) + len(resolve_dates(t, d)) for t, d in zip(texts, dates))
 
 
 def _untyped(texts: list[str]) -> int:
@@ -96,6 +129,12 @@ def test_ctxfold_extract_mentions_synthetic(benchmark) -> None:
 
 
 @pytest.mark.benchmark(group="entities-500-synthetic")
+def test_ctxfold_extract_and_dates_synthetic(benchmark) -> None:
+    count = benchmark.pedantic(lambda: _typed_and_dates_cold(SYNTHETIC, SYNTHETIC_DATES), rounds=5, iterations=1, warmup_rounds=1)
+    assert count > _typed_cold(SYNTHETIC)
+
+
+@pytest.mark.benchmark(group="entities-500-synthetic")
 def test_untyped_regex_synthetic(benchmark) -> None:
     assert benchmark.pedantic(lambda: _untyped(SYNTHETIC), rounds=5, iterations=1, warmup_rounds=1) > 0
 
@@ -107,17 +146,39 @@ def test_ctxfold_extract_mentions_lme(benchmark) -> None:
 
 
 @pytest.mark.benchmark(group="entities-500-lme")
+def test_ctxfold_extract_and_dates_lme(benchmark) -> None:
+    texts, dates = _lme_dated()
+    assert benchmark.pedantic(lambda: _typed_and_dates_cold(texts, dates), rounds=5, iterations=1, warmup_rounds=1) > 0
+
+
+@pytest.mark.benchmark(group="entities-500-lme")
 def test_untyped_regex_lme(benchmark) -> None:
     texts = _lme()
     assert benchmark.pedantic(lambda: _untyped(texts), rounds=5, iterations=1, warmup_rounds=1) > 0
 
 
+NEW_TURN = "I need to call Melanie about the Lisbon trip by Friday; I'll pay the $300 deposit tomorrow, not next week."
+
+
+@pytest.mark.benchmark(group="entities-add-turn")
+def test_ctxfold_extract_and_dates_add_turn(benchmark) -> None:
+    _typed_cold(SYNTHETIC)
+    anchor = SYNTHETIC_DATES[-1] + dt.timedelta(hours=1)
+
+    def add() -> int:
+        extract_mentions.cache_clear()  # the 500 before it need nothing new; the added turn is not cached
+        clause_mentions.cache_clear()
+        return len(extract_mentions(NEW_TURN)) + len(resolve_dates(NEW_TURN, anchor))
+
+    assert benchmark.pedantic(add, rounds=20, iterations=1) > 0
+
+
 @pytest.mark.benchmark(group="entities-add-turn")
 def test_ctxfold_repository_add_turn(benchmark) -> None:
-    new_turn = "I need to call Melanie about the Lisbon trip by Friday; I'll pay the $300 deposit tomorrow."
+    new_turn = NEW_TURN
 
     def setup():
-        extract_mentions.cache_clear()
+        _cold()
         return (EntityRepository.from_messages(SYNTHETIC),), {}
 
     def add(repo: EntityRepository) -> list[str]:
