@@ -219,13 +219,13 @@ def _code(text: str, low: str) -> Iterator[Hit]:
                 yield left.start(), m.end(), "code"
     if "_" in text:
         for m in _SNAKE.finditer(text):
-            left = _left_run(reverse, _WORD_LEFT, m.start(), 40)
-            word = _SNAKE_WORD.match(text, left) if left is not None else None
+            stem = _left_run(reverse, _WORD_LEFT, m.start(), 40)
+            word = _SNAKE_WORD.match(text, stem) if stem is not None else None
             if word and _free_left(text, word.start()) and _free_right(text, word.end()) and word.end() > m.end():
                 yield word.start(), word.end(), "code"
     for m in _CAMEL.finditer(text):
-        left = _left_run(reverse, _WORD_LEFT, m.start(), 41)
-        word = _CAMEL_WORD.match(text, left) if left is not None else None
+        stem = _left_run(reverse, _WORD_LEFT, m.start(), 41)
+        word = _CAMEL_WORD.match(text, stem) if stem is not None else None
         if word and _free_left(text, word.start()) and _free_right(text, word.end()) and not _SURNAME.match(word.group(0)):
             yield word.start(), word.end(), "code"
 
