@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from ctxfold.text.entity_patterns import WHEN, scan
+from ctxfold.text.entity_patterns import NAME, WHEN, claim
 from ctxfold.errors import InvalidTypeError
 
 __all__ = [
@@ -219,22 +219,28 @@ def extract_mentions(text: str) -> tuple[Mention, ...]:
     things) may contain atomic ones."""
     clauses = clause_mentions(text)
     place_set = places()
-    atomic: list[Mention] = []
-    for start, end, kind in scan(text, _not_a_name):
-        if kind == "name":
-            atomic.extend(_names(text, text[start:end], start, place_set))
-            continue
+    hits, claimed = claim(text)
+    found = list(clauses)
+    for start, end, kind in hits:
         value = text[start:end]
         key = normalise(value.strip("`").removesuffix("()")) if kind == CODE else (
             value.lower() if value.isalnum() else normalise(value))
         if key:
-            atomic.append(Mention(value, kind, start, end, key))
-    if not clauses:
-        return tuple(atomic)  # atomic mentions come in order of their start, which no two share
-    found = [*clauses, *atomic]
-    # Sorting by (start, -end) alone: a C-level key first, and the full key only when two mentions share a start.
+            found.append(Mention(value, kind, start, end, key))
+    # Runs of capitalised words (the names pass of `scan`, read here to skip its list of hits).
+    for m in NAME.finditer(text):
+        start, end = m.span()
+        if (start and text[start - 1].isalnum()) or claimed.find(1, start, end) != -1:
+            continue
+        run = m.group(0)
+        if " " in run or "\t" in run:
+            found.extend(_names(text, run, start, place_set))
+        elif not _not_a_name(run):
+            found.append(_single_name(text, run, start, place_set))
+    # Sorting by (start, -end): a C-level key first, and the full key only when two mentions share a start
+    # (only clause mentions can; the sort is stable, so those keep coming first).
     found.sort(key=_START)
-    if len(found) != len({m.start for m in found}):
+    if clauses and len(found) != len({m.start for m in found}):
         found.sort(key=lambda x: (x.start, -x.end))
     return tuple(found)
 

@@ -234,9 +234,9 @@ def _code(text: str, low: str) -> Iterator[Hit]:
 PASSES: tuple[Callable[[str, str], Iterator[Hit]], ...] = (_emails, _urls, _paths, _numbers, _dates, _code)
 
 
-def scan(text: str, skip_name: Callable[[str], bool] | None = None) -> list[Hit]:
-    """Non-overlapping atomic hits of ``text``, in order of their start;
-    runs of capitalised words for which ``skip_name`` is true are left out."""
+def claim(text: str) -> tuple[list[Hit], bytearray]:
+    """The non-overlapping hits of every kind but names, in order of their
+    start, and the map of the characters they cover (1 where covered)."""
     low = text.lower()
     # Earlier passes claim their spans first; a later hit that overlaps a claimed span is dropped.
     hits = [(rank, start, -end, kind) for rank, scan_pass in enumerate(PASSES) for start, end, kind in scan_pass(text, low)]
@@ -248,7 +248,15 @@ def scan(text: str, skip_name: Callable[[str], bool] | None = None) -> list[Hit]
         if end > start and claimed.find(1, start, end) == -1:
             out.append((start, end, kind))
             claimed[start:end] = b"\x01" * (end - start)
-    # Names never overlap each other: each needs only the other kinds' claims, in the order they are found.
+    out.sort()
+    return out, claimed
+
+
+def scan(text: str, skip_name: Callable[[str], bool] | None = None) -> list[Hit]:
+    """Non-overlapping atomic hits of ``text``, in order of their start;
+    runs of capitalised words for which ``skip_name`` is true are left out."""
+    out, claimed = claim(text)
+    # Names come last and never overlap each other: each needs only the other kinds' claims.
     for m in NAME.finditer(text):
         start, end = m.span()
         if (start == 0 or not text[start - 1].isalnum()) and claimed.find(1, start, end) == -1 and not (
