@@ -227,7 +227,7 @@ def extract_mentions(text: str) -> tuple[Mention, ...]:
             value.lower() if value.isalnum() else normalise(value))
         if key:
             found.append(Mention(value, kind, start, end, key))
-    # Runs of capitalised words (the names pass of `scan`, read here to skip its list of hits).
+    # Runs of capitalised words come last and never overlap each other: each needs only the claims above.
     for m in NAME.finditer(text):
         start, end = m.span()
         if (start and text[start - 1].isalnum()) or claimed.find(1, start, end) != -1:
@@ -235,8 +235,12 @@ def extract_mentions(text: str) -> tuple[Mention, ...]:
         run = m.group(0)
         if " " in run or "\t" in run:
             found.extend(_names(text, run, start, place_set))
-        elif not _not_a_name(run):
-            found.append(_single_name(text, run, start, place_set))
+            continue
+        low = run.lower()
+        # The common case, "The" or "It" opening a sentence: without an apostrophe `_not_a_name` is one look-up.
+        if _not_a_name(run) if "'" in low or "’" in low else low in _NAME_STOPS:
+            continue
+        found.append(_single_name(text, run, start, place_set, low))
     # Sorting by (start, -end): a C-level key first, and the full key only when two mentions share a start
     # (only clause mentions can; the sort is stable, so those keep coming first).
     found.sort(key=_START)
@@ -309,6 +313,9 @@ def _matches_at(pattern: re.Pattern[str], text: str, starts: list[int]) -> Itera
             at = m.end()
 
 
+_NAME_STOPS = STOP_WORDS | _NOT_NAMES
+
+
 def _not_a_name(run: str) -> bool:
     """A one-word run of capitals that names nothing: the common case, "The", "It", "I'm" opening a sentence."""
     return " " not in run and "\t" not in run and (_bare(run) in STOP_WORDS or run.lower() in _NOT_NAMES)
@@ -377,15 +384,19 @@ def _names(text: str, run: str, start: int, place_set: frozenset[str]) -> list[M
     return out
 
 
-def _single_name(text: str, word: str, start: int, place_set: frozenset[str]) -> Mention:
-    """`_names` for a run of one word (most runs): a place, or a name, weak at a sentence's start."""
+def _single_name(text: str, word: str, start: int, place_set: frozenset[str], low: str | None = None) -> Mention:
+    """`_names` for a run of one word (most runs): a place, or a name, weak at
+    a sentence's start (`_name_kind` written out: this runs for most names)."""
     end = start + len(word)
-    key = word.lower() if word.isalnum() else normalise(word)
+    key = (low or word.lower()) if word.isalnum() else normalise(word)
     if key in place_set:
         return Mention(word, LOCATION, start, end, key)
-    kind = _name_kind(text, start, end, word)
-    weak = kind != PERSON and not word.isupper() and _at_sentence_start(text, start)
-    return Mention(word, kind, start, end, key, weak=weak)
+    if word.isupper():
+        return Mention(word, OTHER, start, end, key)
+    before = text[max(0, start - 24):start].rsplit(None, 1)
+    if (before and before[-1].lower().rstrip(".") in _PERSON_WORDS_BEFORE) or _PERSON_AFTER.match(text, end, end + 24):
+        return Mention(word, PERSON, start, end, key)
+    return Mention(word, OTHER, start, end, key, weak=_at_sentence_start(text, start))
 
 
 def _at_sentence_start(text: str, start: int) -> bool:

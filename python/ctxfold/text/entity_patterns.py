@@ -2,8 +2,11 @@
 
 Each kind is one pass that starts on a literal or a narrow character class
 (a leading ``\\b`` or a wide class makes Python's regex engine try every
-position), guarded by a substring test so that texts without, say, an ``@``
-skip the email pass; word boundaries are checked on the few hits instead.
+position), or on substring searches for its words, guarded by a substring
+test so that texts without, say, an ``@`` skip the email pass; word
+boundaries are checked on the few hits instead. `claim` runs them all and
+keeps the hits no earlier one overlaps; runs of capitalised words (`NAME`)
+come last, read by `extract_mentions` against the claimed characters.
 """
 
 from __future__ import annotations
@@ -230,7 +233,7 @@ def _code(text: str, low: str) -> Iterator[Hit]:
             yield word.start(), word.end(), "code"
 
 
-#: In priority order: where two hits overlap, the one that starts first wins, then the earlier pass; names come last.
+#: In priority order: where two hits overlap, the one that starts first wins, then the earlier pass.
 PASSES: tuple[Callable[[str, str], Iterator[Hit]], ...] = (_emails, _urls, _paths, _numbers, _dates, _code)
 
 
@@ -250,18 +253,3 @@ def claim(text: str) -> tuple[list[Hit], bytearray]:
             claimed[start:end] = b"\x01" * (end - start)
     out.sort()
     return out, claimed
-
-
-def scan(text: str, skip_name: Callable[[str], bool] | None = None) -> list[Hit]:
-    """Non-overlapping atomic hits of ``text``, in order of their start;
-    runs of capitalised words for which ``skip_name`` is true are left out."""
-    out, claimed = claim(text)
-    # Names come last and never overlap each other: each needs only the other kinds' claims.
-    for m in NAME.finditer(text):
-        start, end = m.span()
-        if (start == 0 or not text[start - 1].isalnum()) and claimed.find(1, start, end) == -1 and not (
-            skip_name and skip_name(m.group(0))
-        ):
-            out.append((start, end, "name"))
-    out.sort()
-    return out
