@@ -314,6 +314,9 @@ def _matches_at(pattern: re.Pattern[str], text: str, starts: list[int]) -> Itera
 
 
 _NAME_STOPS = STOP_WORDS | _NOT_NAMES
+_TITLES_OR_NOT_NAMES = _TITLES | _NOT_NAMES
+# Words that join the parts of a name ("Bank of", "van") but do not end one.
+_STOP_OR_JOINERS = STOP_WORDS | {"of", "de", "van", "von", "da", "del"}
 
 
 def _not_a_name(run: str) -> bool:
@@ -336,7 +339,7 @@ def _names(text: str, run: str, start: int, place_set: frozenset[str]) -> list[M
     if " " not in run and "\t" not in run:
         return [_single_name(text, run, start, place_set)]
     words = [(m.group(0), start + m.start()) for m in _WORD.finditer(run)]
-    while words and (_bare(words[0][0]) in STOP_WORDS or words[0][0].lower() in _TITLES | _NOT_NAMES
+    while words and (_bare(words[0][0]) in STOP_WORDS or words[0][0].lower() in _TITLES_OR_NOT_NAMES
                      or (words[0][0].lower() in _OPENERS and _at_sentence_start(text, words[0][1]))):
         words.pop(0)
     out: list[Mention] = []
@@ -351,7 +354,7 @@ def _names(text: str, run: str, start: int, place_set: frozenset[str]) -> list[M
     def flush() -> None:
         while rest and _bare(rest[0][0]) in STOP_WORDS:
             rest.pop(0)
-        while rest and _bare(rest[-1][0]) in STOP_WORDS | {"of", "de", "van", "von", "da", "del"}:
+        while rest and _bare(rest[-1][0]) in _STOP_OR_JOINERS:
             rest.pop()
         if not rest:
             return
