@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 
 from ctxfold import InvalidInputError, InvalidTypeError, count_messages
-from ctxfold.engine.messages import parse_messages, parse_with_repairs, with_date_annotations
+from ctxfold.engine.messages import people_in_chat, parse_messages, parse_with_repairs, with_date_annotations
 from ctxfold.tokens import REPLY_PRIMING, get_tokenizer
 
 TOK = get_tokenizer(encoding="cl100k_base")
@@ -146,3 +146,37 @@ def test_date_note_uses_the_timestamps_own_day():
     msg = {"role": "user", "content": "I moved yesterday.", "timestamp": "2023-05-08T23:30:00-05:00"}
     out = with_date_annotations(parse_messages([msg], TOK), TOK)
     assert out[0].message["content"].endswith("[dates: yesterday = 2023-05-07]")
+
+
+PEOPLE = [
+    {"role": "user", "content": "Emi: I got back from Kyoto yesterday."},
+    {"role": "assistant", "content": "Kate Lee: How was it?"},
+    {"role": "user", "content": "Emi: Rainy, but the temples were worth it."},
+    {"role": "assistant", "content": "Kate Lee: I want to go in spring."},
+]
+
+
+def test_a_chat_between_two_named_people_is_recognised():
+    items = parse_messages(PEOPLE, TOK)
+    assert [it.speaker for it in items] == ["Emi", "Kate Lee", "Emi", "Kate Lee"]
+    assert people_in_chat(items) == ("Emi", "Kate Lee")
+
+
+def test_the_name_field_names_the_speaker():
+    msgs = [{"role": "user", "name": "ana", "content": "hi"}, {"role": "assistant", "name": "bo", "content": "hey"}]
+    assert people_in_chat(parse_messages(msgs, TOK)) == ("ana", "bo")
+
+
+@pytest.mark.parametrize("messages", [
+    # an assistant chat: no names
+    [{"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": "4."}],
+    # a label opening one assistant message is not a speaker
+    [{"role": "user", "content": "Emi: hi"}, {"role": "assistant", "content": "Note: 4."},
+     {"role": "user", "content": "Emi: and 3+3?"}, {"role": "assistant", "content": "6."}],
+    # one name on both sides
+    [{"role": "user", "content": "Emi: hi"}, {"role": "assistant", "content": "Emi: hi again"}],
+    # nobody on the other side
+    [{"role": "user", "content": "Emi: hi"}],
+])
+def test_other_chats_are_not_between_people(messages):
+    assert people_in_chat(parse_messages(messages, TOK)) is None

@@ -13,7 +13,7 @@ from ctxfold.engine.compaction import placeholder
 from ctxfold.engine.config import EngineConfig
 from ctxfold.engine.messages import parse_messages
 from ctxfold.engine.plan import (
-    CLEAR, DROP, KEEP, LENGTH_POWER, SEAM_SLACK, SUMMARY, SUMMARY_MARKER, current_turn, length_weights, plan_items,
+    CLEAR, DROP, KEEP, LENGTH_POWER, PEOPLE_LENGTH_POWER, SEAM_SLACK, SUMMARY, SUMMARY_MARKER, current_turn, length_weights, plan_items,
     tool_groups,
 )
 from ctxfold.tokens import REPLY_PRIMING, get_tokenizer
@@ -226,3 +226,16 @@ def test_a_long_relevant_message_is_not_traded_for_two_shorter_weaker_ones():
     plan = plan_items(items, scores, budget, EngineConfig(protect_last=0), TOK)
     assert plan.choices[1] == KEEP
     assert plan.choices[2] == plan.choices[3] == DROP
+
+
+def test_between_people_length_weights_use_their_own_power():
+    items = parse_messages([
+        {"role": "user", "content": "Emi: " + "word " * 20},
+        {"role": "assistant", "content": "Kate: " + "word " * 20},
+        {"role": "user", "content": "Emi: " + "word " * 80},
+        {"role": "assistant", "content": "Kate: " + "word " * 20},
+        {"role": "user", "content": "Emi: " + "word " * 40},
+    ], TOK)
+    weights = length_weights(items)
+    assert weights[2] == pytest.approx((items[2].tokens / items[4].tokens) ** PEOPLE_LENGTH_POWER)
+    assert PEOPLE_LENGTH_POWER != LENGTH_POWER

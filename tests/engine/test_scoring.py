@@ -133,3 +133,25 @@ def test_empty_query_leaves_the_query_layers_zero():
     for name in ("semantic", "entity", "cross_reference"):
         np.testing.assert_array_equal(layers[name], np.zeros(len(CHAT)))
     assert layers["recency"][-1] > 0  # no question: the current task
+
+
+PEOPLE = [
+    {"role": "user", "content": "Emi: I got back from Kyoto yesterday."},
+    {"role": "assistant", "content": "Kate: How was it? I decided to go in spring."},
+    {"role": "user", "content": "Emi: Rainy, but the temples were worth it?"},
+    {"role": "assistant", "content": "Kate: My sister lives there."},
+]
+
+
+def test_between_people_intent_follows_the_person_the_query_names():
+    items, _, layers = scored(PEOPLE, "Where does Kate's sister live?")
+    assert list(layers["intent"]) == [0.5, 1.0, 0.5, 1.0]
+    items, _, layers = scored(PEOPLE, "What did I say about Kyoto?")  # names nobody: roles say nothing
+    assert list(layers["intent"]) == [0.5] * 4
+
+
+def test_between_people_structure_scores_nothing():
+    _, _, layers = scored(PEOPLE, "Where does Kate's sister live?")
+    assert not layers["structure"].any()
+    _, _, layers = scored(CHAT, "Where does Rex play?")
+    assert layers["structure"].all()

@@ -16,6 +16,8 @@ import functools
 import hashlib
 import json
 import math
+import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,11 +33,17 @@ from ctxfold.text.temporal import with_date_note
 from ctxfold.tokens import _collect_message, message_costs
 from ctxfold.engine.results import Item, Repair
 
-__all__ = ["parse_messages", "parse_with_repairs", "message_text", "with_date_annotations", "API_KEYS", "ROLES"]
+__all__ = [
+    "parse_messages", "parse_with_repairs", "message_text", "with_date_annotations", "people_in_chat", "API_KEYS", "ROLES",
+]
 
 #: The keys OpenAI's chat API reads; everything else is ctxfold metadata.
 API_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 ROLES = ("system", "developer", "user", "assistant", "tool")
+# A speaker's name opening a message ("Emi: ...", "Kate Lee: ", "elise: "): up to three words.
+_SPEAKER = re.compile(r"\s*([^\W\d_][\w'.-]*(?: [^\W\d_][\w'.-]*){0,2}):\s")
+# Share of a role's messages that must come from its one speaker for the chat to be between people.
+PEOPLE_SHARE = 0.9
 #: Hex digits of a derived id: collisions stay improbable far beyond 100k messages.
 ID_HEX_DIGITS = 12
 
@@ -274,12 +282,13 @@ def _item(e: Entry, i: int, cost: int) -> Item:
     if kind is None and e.original_role == "tool":
         kind = "tool_result"
     timestamp, utc_offset = _timestamp(raw.get("timestamp"), where)
+    text = message_text(api)
     return Item(
         id=e.id,
         index=i,
         role=api["role"],
         message=api,
-        text=message_text(api),
+        text=text,
         tokens=cost,
         kind=kind,
         timestamp=timestamp,
@@ -287,8 +296,34 @@ def _item(e: Entry, i: int, cost: int) -> Item:
         importance=_importance(raw.get("importance"), where),
         pinned=pinned,
         tool_call_ids=call_ids,
+        speaker=_speaker(api, text),
         source=e.source,
     )
+
+
+def _speaker(api: Mapping[str, Any], text: str) -> str | None:
+    name = api.get("name")
+    if isinstance(name, str) and name.strip():
+        return name.strip()
+    found = _SPEAKER.match(text)
+    return found.group(1) if found else None
+
+
+def people_in_chat(items: Sequence[Item]) -> tuple[str, str] | None:
+    """The two people a conversation is between, when it is one: nearly all
+    user messages come from one named speaker, nearly all assistant messages
+    from another (each message's `name`, or its text opening with ``Name:``).
+    None for a chat with an assistant."""
+    found: list[str] = []
+    for role in ("user", "assistant"):
+        names = [it.speaker for it in items if it.role == role]
+        if not names:
+            return None
+        top, count = Counter(names).most_common(1)[0]
+        if top is None or count < PEOPLE_SHARE * len(names):
+            return None
+        found.append(top)
+    return (found[0], found[1]) if found[0] != found[1] else None
 
 
 def message_text(message: Mapping[str, Any]) -> str:

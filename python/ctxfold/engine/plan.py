@@ -19,6 +19,7 @@ from ctxfold._core import Tokenizer, select_options
 from ctxfold.engine.compaction import CLEARABLE_KINDS, Edit, apply_edits, later_copies, placeholder, structural_pass
 from ctxfold.engine.config import EngineConfig
 from ctxfold.engine.cache import EngineCache
+from ctxfold.engine.messages import people_in_chat
 from ctxfold.errors import BudgetError
 from ctxfold.text.entity_repository import critical_messages
 from ctxfold.engine.chunks import CHUNK_SIZE, LEVEL2_SHARE, Chunk, chunk_marker, make_chunks, movable_for_chunks
@@ -46,6 +47,9 @@ SCORE_POWER = 3.0
 # to this power: a knapsack left alone favours short turns for their size, while
 # a long message often holds the facts; per role, as roles differ in typical length.
 LENGTH_POWER = 0.3
+# In a chat between two people the plan packs by score alone (value in
+# proportion to length), which keeps more evidence there (docs/benchmarks.md).
+PEOPLE_LENGTH_POWER = 1.0
 SUMMARY_SHARE, CLEAR_SHARE = 0.35, 0.02
 # Neighbour expansion: a kept answer lifts the dropped question it replies to
 # by this share of its own value.
@@ -97,15 +101,17 @@ def message_values(scores: np.ndarray, items: Sequence[Item] | None = None) -> n
 
 
 def length_weights(items: Sequence[Item]) -> np.ndarray:
-    """(tokens / median tokens of the same role) ** LENGTH_POWER per message:
-    1 for a message of its role's typical length."""
+    """(tokens / median tokens of the same role) ** LENGTH_POWER per message
+    (PEOPLE_LENGTH_POWER in a chat between two people): 1 for a message of its
+    role's typical length."""
+    power = LENGTH_POWER if people_in_chat(items) is None else PEOPLE_LENGTH_POWER
     tokens = np.array([max(it.tokens, 1) for it in items], dtype=np.float64)
     roles = np.array([it.role for it in items], dtype=object)
     relative = np.ones(len(items))
     for role in set(roles.tolist()):
         same = roles == role
         relative[same] = tokens[same] / float(np.median(tokens[same]))
-    weights: np.ndarray = relative ** LENGTH_POWER
+    weights: np.ndarray = relative ** power
     return weights
 
 

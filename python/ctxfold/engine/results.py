@@ -43,6 +43,8 @@ class Item(msgspec.Struct, kw_only=True):
     """Ids of the tool calls an assistant message makes."""
     tool_name: str | None = None
     """For a tool result: the name of the function whose call it answers."""
+    speaker: str | None = None
+    """Who wrote the message, when it says: its `name`, or a leading ``Name: `` in its text."""
     source: Any = None
     """The caller's message this item came from, as passed (for `restore`)."""
 

@@ -10,8 +10,10 @@
   task; a question about the past gets none;
 - intent: whether the message's role fits what the query asks about (the
   user's own statements for "I/my" questions, the assistant's for "you said",
-  "remind me", "our previous conversation");
-- structure: role, questions, code, errors, decisions and action items;
+  "remind me", "our previous conversation"); in a chat between two people,
+  whether its speaker is a person the query names;
+- structure: role, questions, code, errors, decisions and action items (none
+  in a chat between two people);
 - cross_reference: a message answered or referred to by a relevant message is
   lifted with it (an assistant turn lifts the user turn it answers, a tool
   result lifts its call).
@@ -28,6 +30,7 @@ import numpy as np
 
 from ctxfold._core import Bm25, decay_weights
 from ctxfold.engine.cache import EngineCache
+from ctxfold.engine.messages import people_in_chat
 from ctxfold.text.entities import extract_entities
 from ctxfold.engine.results import LAYER_NAMES, STATE_KINDS, Item
 
@@ -82,12 +85,15 @@ def score_items(
     from one call to the next."""
     cache = cache if cache is not None else EngineCache()
     texts = [it.text for it in items]
+    people = people_in_chat(items)
     layers = {
         "semantic": semantic_layer(texts, query, embedder, cache),
         "entity": entity_layer(texts, query),
         "recency": recency_layer(items, half_life_turns) if recency_applies(query) else np.zeros(len(items)),
-        "intent": intent_layer(items, query),
-        "structure": structure_layer(items, cache),
+        "intent": intent_layer(items, query, people),
+        # Roles, code, errors and decisions are cues of work with an
+        # assistant; between two people they single out nothing.
+        "structure": structure_layer(items, cache) if people is None else np.zeros(len(items)),
     }
     layers["cross_reference"] = cross_reference_layer(items, layers["semantic"])
     total = sum(weights.get(name, 0.0) * layers[name] for name in LAYER_NAMES)
@@ -173,7 +179,15 @@ def recency_layer(items: Sequence[Item], half_life_turns: float) -> np.ndarray:
     return decay_weights(turns_ago, "exponential", half_life=half_life_turns, importance=importance)
 
 
-def intent_layer(items: Sequence[Item], query: str) -> np.ndarray:
+def intent_layer(items: Sequence[Item], query: str, people: tuple[str, str] | None = None) -> np.ndarray:
+    """Whether each message comes from whom the query asks about: between two
+    `people`, the messages of each person the query names; with an
+    assistant, the user's for "I/my" questions, the assistant's for "you
+    said", "remind me" or "our previous conversation"."""
+    if people is not None:
+        # A person is named by their whole name or its first word ("Fahim" for "Fahim Khan").
+        named = {p for p in people if re.search(r"\b(" + re.escape(p) + "|" + re.escape(p.split()[0]) + r")\b", query, re.I)}
+        return np.array([1.0 if it.speaker in named else 0.5 for it in items])
     about_user = bool(_FIRST_PERSON.search(query))
     about_assistant = bool(_ABOUT_ASSISTANT.search(query))
     out = np.full(len(items), 0.5)
