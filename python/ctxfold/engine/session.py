@@ -128,7 +128,7 @@ class CacheAwareSession:
 
     def __init__(
         self, engine: ContextEngine, *, pricing: CachePricing | None = None, reserve: float = 0.25,
-        recall_top: int = 8, quote_share: float = 0.25,
+        recall_top: int = 16, quote_share: float = 0.25,
     ) -> None:
         if pricing is not None and not isinstance(pricing, CachePricing):
             raise InvalidTypeError(f"pricing: expected a CachePricing, got {type(pricing).__name__}")
