@@ -279,10 +279,10 @@ class CacheAwareSession:
         highlights = [f"prefix: {cache.prefix_tokens} tokens kept as before, {len(tail)} message(s) after the last compaction"]
         at = {q[0]: q for q in self._quotes}
         messages = [m for s in self._segments for m in s.messages]
-        for it in tail:
-            if it.index in at:
-                messages.append(at[it.index][1])
-            messages.append(it.message)
+        for i in range(end, len(items)):
+            if i in at:
+                messages.append(at[i][1])
+            messages.append(items[i].message)
         for position, _, _, indexes in self._quotes:
             where = "the current turn" if position == current else f"message {items[position].id}"
             for i in indexes:
