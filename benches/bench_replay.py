@@ -281,11 +281,14 @@ def main() -> int:
     parser.add_argument("--tools", type=int, default=6, help="generated tool-heavy sessions")
     parser.add_argument("--reserve", type=float, default=None, help="the session's reserve (default: its own)")
     parser.add_argument("--recall-top", type=int, default=None, help="the session's recall_top (default: its own)")
+    parser.add_argument("--quote-share", type=float, default=None, help="the session's quote_share (default: its own)")
     args = parser.parse_args()
     if args.reserve is not None:
         SESSION_OPTIONS["reserve"] = args.reserve
     if args.recall_top is not None:
         SESSION_OPTIONS["recall_top"] = args.recall_top
+    if args.quote_share is not None:
+        SESSION_OPTIONS["quote_share"] = args.quote_share
     pricing = CachePricing.anthropic()
     engine = ContextEngine(encoding="cl100k_base")
     sets: dict[str, list[Conversation]] = {"tool sessions": list(tool_sessions(args.tools))}

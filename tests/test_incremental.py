@@ -47,6 +47,26 @@ def test_session_arguments_are_checked() -> None:
         eng.session(reserve=1.0)
     with pytest.raises(InvalidInputError, match="recall_top"):
         eng.session(recall_top=-1)
+    for bad in (0.0, 1.5, True):
+        with pytest.raises(InvalidInputError, match="quote_share"):
+            eng.session(quote_share=bad)
+
+
+def test_a_question_that_singles_nothing_out_gets_no_quote_and_a_quote_keeps_to_its_share() -> None:
+    session = engine().session(quote_share=0.1)
+    results = replay(session, chat(40))
+    # Every turn asks the same kind of question about builds: none of the older messages stands out.
+    assert all(not any("quoted for the question" in h for h in r.report.highlights) for r in results)
+    facts = [{"role": "user", "content": f"Note {k}: the staging database {k} listens on port {5400 + k}.",
+              "id": f"fact{k}"} for k in range(6)]
+    msgs = [m for k, f in enumerate(facts) for m in (f, {"role": "assistant", "content": "Noted.", "id": f"ack{k}"})]
+    session = engine().session(quote_share=0.1)
+    replay(session, msgs + chat(40))
+    question = {"role": "user", "content": "Which ports do the staging databases listen on?", "id": "q"}
+    result = session.optimize([*msgs, *chat(40), question], budget=BUDGET)
+    quotes = [m for m in result.messages if str(m.get("content", "")).startswith("Earlier in this conversation")]
+    assert result.tokens <= BUDGET and len(quotes) == 1
+    assert "[fact" in quotes[0]["content"] and ContextEngine(encoding="cl100k_base").count(quotes) <= 0.1 * BUDGET
 
 
 def test_the_prefix_stays_while_it_fits_and_the_older_segments_stay_after_a_compaction() -> None:
@@ -82,7 +102,7 @@ def test_a_question_about_something_compacted_away_gets_it_quoted_before_the_cur
     quote = result.messages[-2]
     assert quote["role"] == "user" and fact in quote["content"] and "[fact, user]" in quote["content"]
     assert result.messages[-1]["content"] == question["content"]
-    assert result.cache_breakpoint == len(result.messages) - 3  # the quote is not part of the stable prefix
+    assert result.cache_breakpoint == len(result.messages) - 1  # the quote is part of the prefix the next call keeps
     assert "quoted again" in status["fact"].reason
     assert any("quoted for the question: fact" in h for h in result.report.highlights)
     assert_openai(result.messages)
@@ -90,6 +110,14 @@ def test_a_question_about_something_compacted_away_gets_it_quoted_before_the_cur
     assert_anthropic(system, turns)
     marked = [b for t in turns for b in t["content"] if "cache_control" in b]
     assert len(marked) == 1 and marked[0]["cache_control"] == {"type": "ephemeral"}
+    # The next turn reads the quote from the cache and does not quote the fact again.
+    answer = {"role": "assistant", "content": "Port 5433.", "id": "answer"}
+    again = {"role": "user", "content": "And which port does the staging database listen on now?", "id": "q2"}
+    following = session.optimize([*msgs, question, answer, again], budget=BUDGET)
+    assert following.tokens <= BUDGET
+    if following.report.cache.kept:
+        assert following.messages[: len(result.messages)] == result.messages
+        assert sum(fact in m["content"] for m in following.messages) == 1
 
 
 def test_a_changed_history_or_budget_starts_afresh() -> None:

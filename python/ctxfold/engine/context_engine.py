@@ -197,7 +197,8 @@ class ContextEngine:
         ))
         return ContextResult(messages=out, tokens=tokens, items=results, report=report)
 
-    def session(self, *, pricing: Any = None, reserve: float = 0.25, recall_top: int = 8) -> Any:
+    def session(self, *, pricing: Any = None, reserve: float = 0.25, recall_top: int = 16,
+                quote_share: float = 0.25) -> Any:
         """A `CacheAwareSession` over this engine: for an agent that calls the
         model every turn with a growing conversation, a context whose prefix
         stays the same from turn to turn so the provider's prompt cache serves
@@ -205,10 +206,12 @@ class ContextEngine:
         share of the budget a compaction leaves free for the turns after it;
         `recall_top`: how many of the messages the engine values most for the
         question are quoted before the current turn when the prefix lost
-        them (0: never)."""
+        them (0: never); `quote_share`: the most of the budget one turn's
+        quote may take."""
         from ctxfold.engine.session import CacheAwareSession
 
-        return CacheAwareSession(self, pricing=pricing, reserve=reserve, recall_top=recall_top)
+        return CacheAwareSession(self, pricing=pricing, reserve=reserve, recall_top=recall_top,
+                                 quote_share=quote_share)
 
     async def aoptimize(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ContextResult:
         """`optimize` in a worker thread (the Rust stages release the GIL)."""

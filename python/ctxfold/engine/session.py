@@ -104,10 +104,14 @@ class CacheAwareSession:
     the provider's cache still serves them.
 
     The question of the turn is not left to a stale prefix: when some of the
-    `recall_top` messages the engine values most for it are no longer in the
-    context verbatim, they are quoted in one message just before the current
-    turn, as far as the budget allows. That message changes with the
-    question and is not part of the prefix the next call keeps.
+    `recall_top` messages the engine values most for it stand out from the
+    rest and are no longer in the context verbatim, they are quoted in one
+    message just before the current turn, within `quote_share` of the budget.
+    The quote stays where it is for the turns after it, read from the cache
+    like the rest of the prefix (a later quote leaves out what an earlier one
+    holds), until the next compaction. Segments are planned without the
+    question of the turn that compacts: later questions are served by the
+    quotes, not by a prefix rewritten for each.
 
     The result's `report.cache` says whether the prefix was kept and why not;
     `cache_breakpoint` is the index of the last message the next call keeps
@@ -120,10 +124,11 @@ class CacheAwareSession:
     pricing: CachePricing
     reserve: float
     recall_top: int
+    quote_share: float
 
     def __init__(
         self, engine: ContextEngine, *, pricing: CachePricing | None = None, reserve: float = 0.25,
-        recall_top: int = 8,
+        recall_top: int = 16, quote_share: float = 0.25,
     ) -> None:
         if pricing is not None and not isinstance(pricing, CachePricing):
             raise InvalidTypeError(f"pricing: expected a CachePricing, got {type(pricing).__name__}")
@@ -134,10 +139,16 @@ class CacheAwareSession:
             )
         if isinstance(recall_top, bool) or not isinstance(recall_top, numbers.Integral) or recall_top < 0:
             raise InvalidInputError(f"recall_top: must be an int >= 0 (0: never quote older messages), got {recall_top!r}")
+        if isinstance(quote_share, bool) or not isinstance(quote_share, numbers.Real) or not 0.0 < quote_share <= 1.0:
+            raise InvalidInputError(
+                f"quote_share: must be a share of the budget in (0, 1], got {quote_share!r} "
+                "(the most one turn's quote may take; recall_top=0 turns quoting off)"
+            )
         self.engine = engine
         self.pricing = pricing if pricing is not None else CachePricing.anthropic()
         self.reserve = float(reserve)
         self.recall_top = int(recall_top)
+        self.quote_share = float(quote_share)
         self.reset()
 
     def reset(self) -> None:
@@ -147,7 +158,9 @@ class CacheAwareSession:
         self._key: tuple[int, str | None] | None = None
         self._sent = 0
         self._growth: float | None = None
-        self._quoted: tuple[Any, ...] = (-1, None, 0, [])
+        self._turn = -1
+        # Quotes in the tail: (the message index they precede, the message, its tokens, the quoted indexes).
+        self._quotes: list[tuple[int, dict[str, Any], int, list[int]]] = []
 
     def optimize(
         self,
@@ -176,14 +189,14 @@ class CacheAwareSession:
             self.reset()
             self._key, before = key, 0
         current = _current_start(items)
-        # A quote is chosen once per turn: a later call of the same turn keeps it, so its prefix stays put.
-        turn = Turn(items, query, current, repairs, new=current >= len(self._inputs) or self._quoted[0] != current)
+        # A quote is chosen once per turn and stays in the prefix after it, so later calls read it from the cache.
+        turn = Turn(items, query, current, repairs, new=current >= len(self._inputs) or self._turn != current)
         total = self._tokens() + sum(it.tokens for it in items[self._end():]) + REPLY_PRIMING
         if reason is None:
             grown = sum(it.tokens for it in items[len(self._inputs):])
             self._growth = grown if self._growth is None else (self._growth + grown) / 2
-        # The quote this call would send: chosen now for a new turn, else the one the turn already has.
-        wanted = self._quote(turn, room=budget) if turn.new else self._quoted[1:]
+        # The quote this call adds: chosen for a new turn; a later call of the turn has it in the prefix.
+        wanted = self._quote(turn, room=self._quote_room(budget)) if turn.new else _NO_QUOTE
         if total > budget:
             reason = reason or f"the prefix and the new messages ({total} tokens) exceed the budget"
         elif wanted[1] > budget - total:
@@ -211,6 +224,7 @@ class CacheAwareSession:
         than older ones for the sake of the cache. The new segment takes half
         its room when that is enough, so the next compactions add a segment
         after it instead of rewriting it."""
+        self._quotes = []  # the messages they quoted are in the new segment's source
         target = budget - math.ceil(self.reserve * budget)
         current_tokens = sum(it.tokens for it in items[current:])
         for j in range(len(self._segments), -1, -1):
@@ -225,7 +239,7 @@ class CacheAwareSession:
             if room // 2 >= _MIN_SEGMENT_TOKENS and (not kept or room // 2 >= _DENSITY_FLOOR * kept[-1].density * source):
                 room //= 2
             try:
-                result = self.engine.optimize([_as_passed(it) for it in items[start:current]], query=query,
+                result = self.engine.optimize([_as_passed(it) for it in items[start:current]], query=_SEGMENT_QUERY,
                                               budget=room + REPLY_PRIMING)
             except BudgetError:
                 continue
@@ -242,37 +256,44 @@ class CacheAwareSession:
 
     def _finish(self, turn: Turn, report: Report | None, cache: CacheReport, budget: int, started: float,
                 quote: tuple[dict[str, Any] | None, int, list[int]] | None = None) -> ContextResult:
-        """The segments, the messages after them, and the quote of what the
-        question needs (before the current turn; `quote` when it was chosen
-        before a compaction was ruled out, else chosen here); all but the quote
-        is the prefix the next call keeps."""
+        """The segments, the messages after them with the quotes among them,
+        and this turn's quote of what the question needs (before the current
+        turn; `quote` when it was chosen before a compaction was ruled out,
+        else chosen here): all of it is the prefix the next call keeps."""
         items, current = turn.items, turn.current
         end = self._end()
         tail = items[end:]
         self._inputs = [(it.id, it.message) for it in items]
+        self._turn = current
         results = [r for s in self._segments for r in s.results] + [
             ItemResult(id=it.id, index=it.index, role=it.role, status="kept", tokens_in=it.tokens,
                        tokens_out=it.tokens, score=0.0, reason="after the last compaction")
             for it in tail
         ]
+        if quote is None:  # after a compaction: the segments changed, so does what they lost
+            quote = self._quote(turn, room=min(self._quote_room(budget),
+                                               budget - self._tokens() - sum(it.tokens for it in tail) - REPLY_PRIMING))
+        quote_message, quote_tokens, quoted = quote
+        if quote_message is not None:
+            self._quotes.append((current, quote_message, quote_tokens, sorted(quoted)))
+        highlights = [f"prefix: {cache.prefix_tokens} tokens kept as before, {len(tail)} message(s) after the last compaction"]
+        at = {q[0]: q for q in self._quotes}
+        messages = [m for s in self._segments for m in s.messages]
+        for i in range(end, len(items)):
+            if i in at:
+                messages.append(at[i][1])
+            messages.append(items[i].message)
+        for position, _, _, indexes in self._quotes:
+            where = "the current turn" if position == current else f"message {items[position].id}"
+            for i in indexes:
+                results[i] = msgspec.structs.replace(
+                    results[i], reason=f"{results[i].reason}; quoted again before {where}".lstrip("; "))
+        if quote_message is not None:
+            highlights.append("quoted for the question: " + ", ".join(items[i].id for i in sorted(quoted)))
         prefix = self._tokens() + sum(it.tokens for it in tail)
         self._sent = prefix
-        messages = [m for s in self._segments for m in s.messages] + [it.message for it in tail]
+        tokens = prefix + REPLY_PRIMING
         breakpoint_at = len(messages) - 1
-        if quote is None:  # after a compaction: the segments changed, so does what they lost
-            quote = self._quote(turn, room=budget - prefix - REPLY_PRIMING)
-        self._quoted = (current, *quote)
-        quote_message, quote_tokens, quoted = quote
-        highlights = [f"prefix: {cache.prefix_tokens} tokens kept as before, {len(tail)} message(s) after the last compaction"]
-        if quote_message is not None:
-            at = len(messages) - (len(items) - current)
-            messages.insert(at, quote_message)
-            breakpoint_at = at - 1
-            for i in quoted:
-                results[i] = msgspec.structs.replace(
-                    results[i], reason=f"{results[i].reason}; quoted again before the current turn".lstrip("; "))
-            highlights.append("quoted for the question: " + ", ".join(items[i].id for i in quoted))
-        tokens = prefix + quote_tokens + REPLY_PRIMING
         counts = {s: sum(r.status == s for r in results) for s in ("kept", "summarized", "cleared", "dropped")}
         elapsed = {"total": (time.perf_counter() - started) * 1e3}
         tokens_in = sum(it.tokens for it in items) + REPLY_PRIMING
@@ -309,17 +330,22 @@ class CacheAwareSession:
         if not self.recall_top or not self._segments or current < end or current >= len(items) or room <= 0:
             return None, 0, []
         missing = {r.index for s in self._segments for r in s.results if r.status != "kept"}
+        missing -= {i for q in self._quotes for i in q[3]}
         if not missing:
             return None, 0, []
         scores = self._scores(turn)
         top = sorted(range(current), key=lambda i: -float(scores[i]))[: self.recall_top]
+        past = scores[:current]
+        # Only what stands out for this question is quoted, so a turn whose evidence is not singled out adds nothing.
+        bar = float(past.mean() + _QUOTE_SPREAD * past.std())
+        top = [i for i in top if float(scores[i]) >= bar]
         chosen: list[int] = []
         quote, cost = None, 0
         for i in (i for i in top if i in missing):
             trial = _quote_message(items, sorted([*chosen, i]))
             trial_cost = message_costs([trial], self.engine.tokenizer)[0]
             if trial_cost <= room:
-                chosen, quote, cost = sorted([*chosen, i]), trial, trial_cost
+                chosen, quote, cost = [*chosen, i], trial, trial_cost
         return quote, cost, chosen
 
     def _worth_compacting(self, items: list[Any], budget: int, current: int, total: int) -> bool:
@@ -339,11 +365,15 @@ class CacheAwareSession:
         turns = (budget - total) / self._growth
         return bool(saved * self.pricing.read * turns > segment * (self.pricing.write - self.pricing.read))
 
+    def _quote_room(self, budget: int) -> int:
+        return math.floor(self.quote_share * budget)
+
     def _end(self) -> int:
         return self._segments[-1].end if self._segments else 0
 
     def _tokens(self) -> int:
-        return sum(s.tokens for s in self._segments)
+        """The segments' tokens and the quotes' (the tail's messages aside)."""
+        return sum(s.tokens for s in self._segments) + sum(q[2] for q in self._quotes)
 
     def _fresh_reason(self, items: list[Any], key: tuple[int, str | None]) -> str | None:
         """Why the prefix cannot be kept at all, or None."""
@@ -362,6 +392,13 @@ class CacheAwareSession:
 _DENSITY_FLOOR = 0.5
 #: The smallest compacted segment worth making; below it, older segments are compacted too.
 _MIN_SEGMENT_TOKENS = 256
+#: How many standard deviations above the mean value for the question a message must be to be quoted.
+_QUOTE_SPREAD = 2.0
+#: Segments are planned without the question of the turn that compacts, since the later questions differ.
+_SEGMENT_QUERY = ""
+
+
+_NO_QUOTE: tuple[dict[str, Any] | None, int, list[int]] = (None, 0, [])
 
 
 def _current_start(items: list[Any]) -> int:
