@@ -551,8 +551,8 @@ class _CallableModule(types.ModuleType):
     package attribute to the module, and ``ctxfold.summarize.compress(text)`` must
     still work."""
 
-    def __call__(self, *args: Any, **kwargs: Any) -> CompressionResult:
-        return compress(*args, **kwargs)
+    # The function itself, not a forwarding method: no extra frame, so its warnings point at the caller.
+    __call__ = staticmethod(compress)
 
 
 sys.modules[__name__].__class__ = _CallableModule
