@@ -29,7 +29,7 @@ def layer_specs(draw):
 def check_allocation(total, layers, alloc):
     tokens = alloc.allocations
     assert tokens.dtype == np.int64 and len(tokens) == len(layers) == len(alloc)
-    assert alloc.allocated == int(tokens.sum()) <= total == alloc.total
+    assert alloc.allocated == int(tokens.sum()) <= total == alloc.budget
     assert alloc.unallocated == total - alloc.allocated
     for i, (spec, t, cut) in enumerate(zip(layers, tokens.tolist(), alloc.cut.tolist())):
         lo, ideal, hi = spec[0], spec[1], spec[2]
@@ -95,7 +95,7 @@ def test_phases():
 def test_result_object():
     alloc = ce.negotiate_budget(100, {"a": (0, 40, 60, 90, 0.5), "b": (10, 10, 10, 100, 0.0)})
     assert alloc["a"] == 60 and alloc["b"] == 10 and alloc[0] == 60 and alloc[-1] == 10
-    assert alloc.names == ["a", "b"] and alloc.total == 100 and alloc.unallocated == 30
+    assert alloc.names == ["a", "b"] and alloc.budget == 100 and alloc.unallocated == 30
     assert alloc.layers == [(0, 40, 60, 90.0, 0.5, False), (10, 10, 10, 100.0, 0.0, True)]
     assert "a" in repr(alloc) and "unallocated=30" in repr(alloc)
     with pytest.raises(KeyError, match='no layer named "c"'):
@@ -114,8 +114,8 @@ def test_result_object():
 @pytest.mark.parametrize(
     ("args", "error", "pattern"),
     [
-        ((-1, []), InvalidInputError, "total: must be an int >= 0"),
-        ((1.5, []), InvalidTypeError, "total: expected int"),
+        ((-1, []), InvalidInputError, "budget: must be an int >= 0"),
+        ((1.5, []), InvalidTypeError, "budget: expected int"),
         ((10, [(5, 1, 10, 1, 0.5)]), InvalidInputError, r"layers\[0\].ideal: needs min <= ideal <= max"),
         ((10, [(0, 1, 1, 1, 0.5), (0, 2, 1, 1, 0.5)]), InvalidInputError, r"layers\[1\].ideal"),
         ((10, [(0, 1, 1, 101, 0.5)]), InvalidInputError, r"layers\[0\].priority: must be in 0..=100"),
@@ -213,14 +213,14 @@ def test_plan_layers_fixes():
 @pytest.mark.parametrize(
     ("kwargs", "error", "pattern"),
     [
-        ({"total": -5}, InvalidInputError, "total: must be an int >= 0"),
-        ({"total": 100, "message_count": -1}, InvalidInputError, "message_count: must be an int >= 0"),
-        ({"total": 100, "conversation_tokens": 1.5}, InvalidTypeError, "conversation_tokens: expected int"),
-        ({"total": 100, "topic_count": True}, InvalidTypeError, "topic_count: expected int"),
-        ({"total": 100, "knowledge_depth": "shallow"}, InvalidInputError, "knowledge_depth: unknown depth"),
-        ({"total": 100, "knowledge_depth": 2}, InvalidTypeError, "knowledge_depth: expected str"),
-        ({"total": 100, "prioritize_history": "yes"}, InvalidTypeError, "prioritize_history: expected bool"),
-        ({"total": 100, "active_conversation": 1}, InvalidTypeError, "active_conversation: expected bool"),
+        ({"budget": -5}, InvalidInputError, "budget: must be an int >= 0"),
+        ({"budget": 100, "message_count": -1}, InvalidInputError, "message_count: must be an int >= 0"),
+        ({"budget": 100, "conversation_tokens": 1.5}, InvalidTypeError, "conversation_tokens: expected int"),
+        ({"budget": 100, "topic_count": True}, InvalidTypeError, "topic_count: expected int"),
+        ({"budget": 100, "knowledge_depth": "shallow"}, InvalidInputError, "knowledge_depth: unknown depth"),
+        ({"budget": 100, "knowledge_depth": 2}, InvalidTypeError, "knowledge_depth: expected str"),
+        ({"budget": 100, "prioritize_history": "yes"}, InvalidTypeError, "prioritize_history: expected bool"),
+        ({"budget": 100, "active_conversation": 1}, InvalidTypeError, "active_conversation: expected bool"),
     ],
 )
 def test_plan_layers_errors_name_the_argument(kwargs, error, pattern):

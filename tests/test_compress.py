@@ -133,7 +133,7 @@ def test_restore_and_expand() -> None:
 @given(limit=st.integers(5, 400))
 @settings(max_examples=12, deadline=None)
 def test_multi_level_fits_any_token_limit(limit: int) -> None:
-    result = compress(TEXT, 0.3, max_tokens=limit, **FAST)
+    result = compress(TEXT, 0.3, budget=limit, **FAST)
     assert result.target_tokens == min(limit, math.floor(O200K.count(TEXT) * 0.3))
     assert result.tokens == (O200K.count(result.text) if result.text else 0) <= result.target_tokens
     assert 1 <= result.levels <= 3
@@ -143,7 +143,7 @@ def test_multi_level_fits_any_token_limit(limit: int) -> None:
 
 def test_levels_recurse_when_the_limit_is_tight() -> None:
     loose = compress(TEXT, 0.3, **FAST)
-    tight = compress(TEXT, 0.3, max_tokens=60, **FAST)
+    tight = compress(TEXT, 0.3, budget=60, **FAST)
     assert loose.levels == 1 and tight.levels >= 2
     assert max(c.level for c in tight.chunks) >= 2
     assert tight.tokens <= 60 < loose.tokens
@@ -208,9 +208,9 @@ def test_query_steers_the_summary() -> None:
         (dict(target_ratio=1.5), InvalidInputError, "target_ratio"),
         (dict(target_ratio=float("nan")), InvalidInputError, "target_ratio"),
         (dict(target_ratio="0.1"), InvalidTypeError, "target_ratio"),
-        (dict(max_tokens=0), InvalidInputError, "max_tokens"),
-        (dict(max_tokens=-3), InvalidInputError, "max_tokens"),
-        (dict(max_tokens=2.5), InvalidTypeError, "max_tokens"),
+        (dict(budget=0), InvalidInputError, "budget"),
+        (dict(budget=-3), InvalidInputError, "budget"),
+        (dict(budget=2.5), InvalidTypeError, "budget"),
         (dict(topic_tokens=0), InvalidInputError, "topic_tokens"),
         (dict(block_tokens=True), InvalidTypeError, "block_tokens"),
         (dict(workers=0), InvalidInputError, "workers"),

@@ -186,14 +186,6 @@ def test_restore_unknown_id() -> None:
         ContextEngine().restore("nope")
 
 
-def test_config_presets_and_validation() -> None:
-    assert EngineConfig.high_compression().summary_ratio < EngineConfig().summary_ratio < EngineConfig.high_fidelity().summary_ratio
-    with pytest.raises(InvalidInputError, match="weights"):
-        EngineConfig(weights={"vibes": 1.0})
-    with pytest.raises(InvalidInputError, match="budget"):
-        EngineConfig(budget=0)
-
-
 def test_should_compact_and_warnings() -> None:
     engine = ContextEngine(encoding="cl100k_base", config=EngineConfig(context_window=1000))
     small = [{"role": "user", "content": "hi"}]

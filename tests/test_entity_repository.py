@@ -1,12 +1,10 @@
 """EntityRepository bookkeeping (ids, mentions, turns, activity, importance,
-co-occurrence), alias resolution and incremental `add`; cross-reference
-resolution and annotation."""
+co-occurrence), alias resolution and incremental `add`."""
 
 from __future__ import annotations
 
 import pytest
 
-from ctxfold.text.crossref import annotate_references, resolve_references
 from ctxfold.text.entity_repository import EntityRepository
 from ctxfold.errors import CtxFoldError
 
@@ -81,42 +79,6 @@ def test_bad_input() -> None:
         EntityRepository(active_turns=0)
     with pytest.raises(TypeError, match=r"messages\[1\]"):
         EntityRepository.from_messages(["ok", 3])  # type: ignore[list-item]
-
-
-# ---- cross-references -----------------------------------------------------------------
-
-@pytest.mark.parametrize(("messages", "reference", "antecedent"), [
-    (["The payment service keeps timing out.", "Can you check whether it retries?"], "it", "the payment service"),
-    (["I talked to Melanie Smith yesterday.", "She agreed to help."], "She", "Melanie Smith"),
-    (["Lunch with Bob was fun.", "He paid for everything."], "He", "Bob"),
-    (["Our plan changed again.", "I think it is better now."], "it", "our plan"),
-    (["There is a bug in the parser.", "Did you fix that bug?"], "that bug", "the bug"),
-    (["Please open the config file.", "Then copy the file to the server."], "the file", "the config file"),
-    (["I met Sarah at work.", "The new laptop arrived.", "It is fast."], "It", "the new laptop"),
-    (["Acme Corp sent the contract.", "They want it signed."], "They", "Acme Corp"),
-])
-def test_references_resolve(messages: list[str], reference: str, antecedent: str) -> None:
-    found = [(r.text, r.antecedent) for r in resolve_references(messages)]
-    assert (reference, antecedent) in found, found
-
-
-@pytest.mark.parametrize("messages", [
-    ["It is raining.", "Yes it is."],  # no antecedent at all
-    ["I like the weather.", "She agreed."],  # no person before "she"
-    ["I met Bob and I met Tom.", "He was late."],  # two people, equally likely
-    ["The payment service failed.", "x", "x", "x", "x", "x", "x", "x", "x", "x", "x", "x", "x", "Is it up?"],
-])
-def test_unresolved_references_are_left_alone(messages: list[str]) -> None:
-    assert [r for r in resolve_references(messages) if r.message == len(messages) - 1] == []
-    assert annotate_references(messages, kept={len(messages) - 1}) == {}
-
-
-def test_annotation_only_when_the_antecedent_was_left_out() -> None:
-    messages = ["The payment service keeps timing out.", "Melanie Smith is on call.", "Can she check whether it retries?"]
-    assert annotate_references(messages, kept={0, 1, 2}) == {}
-    assert annotate_references(messages, kept={2}) == {
-        2: "Can she [Melanie Smith] check whether it [the payment service] retries?"}
-    assert annotate_references(messages, kept={1, 2}) == {2: "Can she check whether it [the payment service] retries?"}
 
 
 def test_the_light_critical_messages_agree_with_the_repository() -> None:

@@ -80,7 +80,7 @@ FAST = ExtractiveSummarizer(embedder=TermVectorEmbedder())
 def test_is_a_summarizer_and_default_target_counting() -> None:
     s = ExtractiveSummarizer()
     assert isinstance(s, Summarizer)
-    (out,) = s.summarize([CHAT], target_tokens=60)
+    (out,) = s.summarize([CHAT], budget=60)
     assert 0 < O200K.count(out) <= 60
     assert is_source_wording(out, CHAT)
 
@@ -232,8 +232,8 @@ def test_embedder_choice() -> None:
         (["   \n "], 10, InvalidInputError, "empty"),
         ([CHAT], 0, InvalidInputError, "positive"),
         ([CHAT], -5, InvalidInputError, "positive"),
-        ([CHAT], 2.5, InvalidTypeError, "target_tokens"),
-        ([CHAT], True, InvalidTypeError, "target_tokens"),
+        ([CHAT], 2.5, InvalidTypeError, "budget"),
+        ([CHAT], True, InvalidTypeError, "budget"),
         ([CHAT], [10, 20], InvalidInputError, "one per text"),
         (CHAT, 10, InvalidTypeError, "wrap it in a list"),
         ([b"bytes"], 10, InvalidTypeError, "texts[0]"),

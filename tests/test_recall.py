@@ -1,7 +1,6 @@
 """Omission notes a model can act on, the `recall` tool that answers them,
-and the bounds on what the engine keeps: the archive of originals (in memory
-up to `archive_bytes`, in the store beyond it and across processes) and the
-caches (`cache_bytes`)."""
+and the bound on the archive of originals (in memory up to `archive_bytes`,
+in the store beyond it and across processes)."""
 
 from __future__ import annotations
 
@@ -10,18 +9,14 @@ import re
 import subprocess
 import sys
 import textwrap
-import tracemalloc
-from collections import OrderedDict
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import ctxfold
-from ctxfold import Bm25, ContextEngine, InvalidInputError, InvalidTypeError, get_tokenizer, recall_tool
+from ctxfold import ContextEngine, InvalidInputError, InvalidTypeError, get_tokenizer, recall_tool
 from ctxfold.engine.archive import ARCHIVE_NAMESPACE, Archive, original_text, tool_call_names
 from ctxfold.engine.compaction import placeholder
-from ctxfold.engine.cache import ENTRY_OVERHEAD, BytePool, EngineCache, Lru, message_key
+from ctxfold.engine.cache import ENTRY_OVERHEAD
 from ctxfold.engine.results import Item
 
 TOK = get_tokenizer(encoding="cl100k_base")
@@ -462,105 +457,3 @@ def test_recall_across_processes_through_a_sqlite_store(tmp_path) -> None:
             item_id = NOTE.search(note).group(1)
             assert eng.recall(anthropic_call(item_id))["content"] == original_text(originals[item_id])
         assert any(originals[i]["role"] == "tool" for i in out["removed"])
-
-
-# -- caches bounded in bytes ------------------------------------------------------------
-
-
-def test_lru_bounds_bytes_and_keeps_the_most_recent() -> None:
-    lru: Lru[str, str] = Lru(1000, sizeof=lambda k, v: len(v))
-    for k in "abcde":
-        assert lru.put(k, k * 200)
-    assert lru.nbytes == 1000 and len(lru) == 5
-    assert lru.get("a") == "a" * 200  # refreshed: b is now the oldest
-    lru.put("f", "f" * 300)
-    assert "b" not in lru and "c" not in lru and "a" in lru and lru.nbytes == 900 and lru.evictions == 2
-    assert not lru.put("g", "g" * 1001) and "g" not in lru and lru.nbytes == 900
-    lru.put("a", "a" * 10)  # replacing an entry re-counts it
-    assert lru.nbytes == 710
-    assert (lru.hits, lru.misses) == (1, 0) and lru.get("zz") is None and lru.misses == 1
-    lru.clear()
-    assert len(lru) == 0 and lru.nbytes == 0 and lru.pool.nbytes == 0
-
-
-def test_tables_sharing_a_pool_evict_across_tables_by_recency() -> None:
-    pool = BytePool(1000)
-    first: Lru[str, str] = Lru(sizeof=lambda k, v: len(v), pool=pool)
-    second: Lru[str, str] = Lru(sizeof=lambda k, v: len(v), pool=pool)
-    first.put("a", "x" * 400)
-    first.put("b", "x" * 400)
-    first.get("a")
-    second.put("a", "y" * 400)  # same key, other table: b (the oldest of either) goes
-    assert "b" not in first and first.get("a") == "x" * 400 and second.get("a") == "y" * 400
-    assert pool.nbytes == first.nbytes + second.nbytes == 800 and len(pool) == 2
-    second.clear()
-    assert pool.nbytes == 400 and first.get("a")
-    with pytest.raises(InvalidInputError, match="max_bytes"):
-        Lru(10, pool=pool)
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.integers(0, 300), st.lists(st.tuples(st.booleans(), st.integers(0, 7), st.integers(1, 120)), max_size=60))
-def test_lru_matches_a_reference_model(max_bytes, ops) -> None:
-    lru: Lru[int, int] = Lru(max_bytes, sizeof=lambda k, v: v)
-    model: OrderedDict[int, int] = OrderedDict()
-    for is_put, key, size in ops:
-        if is_put:
-            model.pop(key, None)
-            if size <= max_bytes:
-                model[key] = size
-                while sum(model.values()) > max_bytes:
-                    model.popitem(last=False)
-            lru.put(key, size)
-        else:
-            assert lru.get(key) == model.get(key)
-            if key in model:
-                model.move_to_end(key)
-        assert lru.nbytes == sum(model.values()) <= max_bytes and len(lru) == len(model)
-    assert [k for (_, k) in lru.pool._data] == list(model)
-
-
-def test_engine_cache_is_bounded_and_its_estimate_covers_the_real_memory() -> None:
-    words = [f"w{i}" for i in range(3000)] + ["Lisbon", "über", "café"]
-    texts = [" ".join(words[(i * 7 + j * 13) % len(words)] for j in range(i % 200 + 5)) for i in range(1500)]
-    # unbounded first: what the tables really take (tracemalloc) against the estimate
-    cache = EngineCache(max_bytes=1 << 40)
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        owned = [t.encode().decode() for t in texts]  # strings only the cache will hold
-        cache.count_texts(owned, TOK)
-        cache.terms_of(owned, Bm25.tokenize)
-        cache.costs_of([{"role": "user", "content": t} for t in owned], lambda ms: [10**6 + len(m["content"]) for m in ms])
-        del owned
-        real = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
-    assert real <= cache.nbytes <= 2 * real, (real, cache.nbytes)
-    # bounded: the most recent entries stay, the bound holds, one recency order over all tables
-    bound = cache.costs.nbytes // 2
-    small = EngineCache(max_bytes=bound)
-    small.count_texts(texts, TOK)
-    assert 0 < len(small.token_counts) < len(texts) and small.token_counts.get(texts[-1]) == TOK.count(texts[-1])
-    small.costs_of([{"role": "user", "content": t} for t in texts], lambda ms: [len(m["content"]) for m in ms])
-    assert 0 < len(small.costs) < len(texts) and len(small.token_counts) == 0  # all older than any cost entry
-    assert small.costs.get(message_key({"role": "user", "content": texts[-1]})) == len(texts[-1])
-    assert small.costs.get(message_key({"role": "user", "content": texts[0]})) is None
-    small.terms_of(texts[-50:], Bm25.tokenize)
-    assert len(small.terms) == 50 and small.costs.get(message_key({"role": "user", "content": texts[-1]}))
-    assert 0 < small.nbytes <= bound and small.max_bytes == bound and small.costs.evictions > 0
-
-
-def test_cached_embeddings_are_copies_not_views_of_a_batch() -> None:
-    import numpy as np
-
-    from ctxfold.engine.cache import CachingEmbedder
-
-    class Embedder:
-        def embed(self, texts):
-            return np.ones((len(texts), 8), dtype=np.float32)
-
-    cache = EngineCache(max_bytes=1 << 20)
-    CachingEmbedder(Embedder(), cache.embeddings).embed(["a", "b", "c"])
-    vector = cache.embeddings.get("b")
-    assert vector is not None and vector.base is None and vector.shape == (8,)

@@ -76,7 +76,7 @@ def test_greedy_produces_the_expected_sequence(tmp_path: Path, layout: str) -> N
     ids = [tok("kappa"), tok("iota"), EOS]
     assert generate(model, ids, model.default_generation()) == [tok("alpha"), tok("beta"), tok("gamma"), EOS]
     s = summarizer(model.model_dir)
-    assert s.summarize(["kappa iota"], target_tokens=50) == ["alpha beta gamma"]
+    assert s.summarize(["kappa iota"], budget=50) == ["alpha beta gamma"]
 
 
 @pytest.mark.parametrize("layout", ["merged", "with_past"])
@@ -142,7 +142,7 @@ def test_min_length_bans_the_end(tmp_path: Path) -> None:
 
 def test_min_length_never_forces_more_than_the_target(tmp_path: Path) -> None:
     s = summarizer(build(tmp_path, STRAIGHT), min_length=50)
-    out = s.summarize(["iota"], target_tokens=4)
+    out = s.summarize(["iota"], budget=4)
     assert out == ["alpha beta gamma delta"]
     assert s.generated_tokens <= 2 * 4 + 8
 
@@ -237,13 +237,13 @@ def test_asummarize_and_the_protocol(tmp_path: Path) -> None:
     [
         ([""], 10, InvalidInputError, r"texts\[0\]: empty"),
         (["ok", "   \n"], 10, InvalidInputError, r"texts\[1\]: empty"),
-        (["ok"], 0, InvalidInputError, "target_tokens: must be a positive"),
-        (["ok"], -5, InvalidInputError, "target_tokens"),
-        (["ok", "ok"], [3, 0], InvalidInputError, r"target_tokens\[1\]"),
-        (["ok"], [3, 4], InvalidInputError, "2 targets for 1 texts"),
-        (["ok"], 2.5, InvalidTypeError, "target_tokens"),
-        (["ok"], True, InvalidTypeError, "target_tokens"),
-        (["ok"], "10", InvalidTypeError, "target_tokens"),
+        (["ok"], 0, InvalidInputError, "budget: must be a positive"),
+        (["ok"], -5, InvalidInputError, "budget"),
+        (["ok", "ok"], [3, 0], InvalidInputError, r"budget\[1\]"),
+        (["ok"], [3, 4], InvalidInputError, "2 budgets for 1 texts"),
+        (["ok"], 2.5, InvalidTypeError, "budget"),
+        (["ok"], True, InvalidTypeError, "budget"),
+        (["ok"], "10", InvalidTypeError, "budget"),
         ("ok", 10, InvalidTypeError, r"wrap it in a list"),
         ([3], 10, InvalidTypeError, r"texts\[0\]: expected str"),
     ],

@@ -40,7 +40,7 @@ class Recorder:
 def test_sync_function_and_exact_target() -> None:
     fn = Recorder(answer=LONG)
     s = CallableSummarizer(fn)
-    (out,) = s.summarize([LONG], target_tokens=30)
+    (out,) = s.summarize([LONG], budget=30)
     assert O200K.count(out) <= 30 and out and LONG.startswith(out)
     assert out.endswith(".")  # cut after the last whole sentence that fits
     assert len(fn.prompts) == 1 and LONG in fn.prompts[0] and "22 words" in fn.prompts[0]
@@ -159,7 +159,7 @@ def test_prompt_template_is_an_attribute() -> None:
     assert s.prompt_template == DEFAULT_PROMPT_TEMPLATE
     assert "Focus on what matters for: Where is Alice?" in s.prompt(LONG, 100, query="Where is Alice?")
     assert "Focus" not in s.prompt(LONG, 100)
-    s.prompt_template = "Q={query} T={target_tokens} W={target_words}\n{text}"
+    s.prompt_template = "Q={query} T={budget} W={target_words}\n{text}"
     assert s.prompt("body", 40, query="why") == "Q=why T=40 W=30\nbody"
     fn = Recorder()
     s2 = CallableSummarizer(fn, prompt_template="Shorten: {text}", always_summarize=True)
@@ -238,10 +238,10 @@ def test_bad_constructor_arguments(kwargs: dict[str, Any], error: type[Exception
     ("texts", "target", "error", "match"),
     [
         ([""], 5, InvalidInputError, r"texts\[0\]: empty"),
-        (["a"], 0, InvalidInputError, "target_tokens"),
-        (["a"], -1, InvalidInputError, "target_tokens"),
-        (["a", "b"], [1], InvalidInputError, "1 targets for 2 texts"),
-        (["a"], 1.0, InvalidTypeError, "target_tokens"),
+        (["a"], 0, InvalidInputError, "budget"),
+        (["a"], -1, InvalidInputError, "budget"),
+        (["a", "b"], [1], InvalidInputError, "1 budgets for 2 texts"),
+        (["a"], 1.0, InvalidTypeError, "budget"),
         ("a", 5, InvalidTypeError, "wrap it in a list"),
         (None, 5, InvalidTypeError, "texts"),
     ],

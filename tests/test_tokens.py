@@ -85,29 +85,29 @@ def test_counts_equal_tiktoken_on_generated_text(text: str) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("ab 1\n\t.é東🙂'")), max_size=200), st.integers(0, 80))
-def test_count_until_agrees_with_full_count(text: str, limit: int) -> None:
+def test_count_until_agrees_with_full_count(text: str, budget: int) -> None:
     full = reference_count(text)
-    assert count_until(text, limit, encoding="cl100k_base") == (full if full <= limit else None)
+    assert count_until(text, budget, encoding="cl100k_base") == (full if full <= budget else None)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=200), st.integers(0, 60), st.sampled_from(["end", "start"]))
-def test_truncate_cuts_on_a_token_boundary(text: str, max_tokens: int, side: str) -> None:
-    cut = truncate(text, max_tokens, side, encoding="cl100k_base")
+def test_truncate_cuts_on_a_token_boundary(text: str, budget: int, side: str) -> None:
+    cut = truncate(text, budget, side, encoding="cl100k_base")
     ids = REFERENCE.encode_ordinary(text)
-    assert reference_count(cut) <= max_tokens
-    if len(ids) <= max_tokens:
+    assert reference_count(cut) <= budget
+    if len(ids) <= budget:
         assert cut == text
         return
     if side == "end":
         assert text.startswith(cut)
-        expected = REFERENCE.decode(ids[:max_tokens])
-        if text.startswith(expected) and reference_count(expected) <= max_tokens:
+        expected = REFERENCE.decode(ids[:budget])
+        if text.startswith(expected) and reference_count(expected) <= budget:
             assert cut == expected
     else:
         assert text.endswith(cut)
-        expected = REFERENCE.decode(ids[len(ids) - max_tokens :])
-        if text.endswith(expected) and reference_count(expected) <= max_tokens:
+        expected = REFERENCE.decode(ids[len(ids) - budget :])
+        if text.endswith(expected) and reference_count(expected) <= budget:
             assert cut == expected
 
 
@@ -212,9 +212,9 @@ def test_shipped_minilm_tokenizer_matches_the_tokenizers_package() -> None:
         (lambda: count_tokens("x", encoding=7), InvalidTypeError, ["encoding", "str"]),
         (lambda: count_tokens("x", model="llama-3"), UnknownModelError, ["llama-3", "gpt-4o"]),
         (lambda: count_tokens("x", model="gpt-4", encoding="o200k_base"), InvalidInputError, ["encoding"]),
-        (lambda: count_until("x", -1), InvalidInputError, ["limit", ">= 0"]),
-        (lambda: count_until("x", "10"), InvalidTypeError, ["limit", "int"]),
-        (lambda: truncate("x", -2), InvalidInputError, ["max_tokens"]),
+        (lambda: count_until("x", -1), InvalidInputError, ["budget", ">= 0"]),
+        (lambda: count_until("x", "10"), InvalidTypeError, ["budget", "int"]),
+        (lambda: truncate("x", -2), InvalidInputError, ["budget"]),
         (lambda: truncate("x", 2, side="middle"), InvalidInputError, ["side", "end"]),
         (lambda: Tokenizer.from_file("/no/such/tokenizer.json"), MissingFileError, ["path", "tokenizer.json"]),
         (lambda: Tokenizer.from_file(3.5), InvalidTypeError, ["path"]),

@@ -4,6 +4,8 @@ from collections.abc import Mapping, Sequence
 from os import PathLike
 from typing import Literal, TypedDict, final, overload
 
+from typing_extensions import deprecated
+
 import numpy as np
 import numpy.typing as npt
 
@@ -64,13 +66,13 @@ class Tokenizer:
         ``int64`` array, computed in parallel with the GIL released)."""
     @overload
     def count(self, text: list[str] | tuple[str, ...]) -> npt.NDArray[np.int64]: ...
-    def count_until(self, text: str, limit: int) -> int | None:
-        """The exact count if it is at most ``limit``, else ``None``. Stops as
-        soon as the limit is passed, so the cost follows ``limit``, not the text."""
-    def truncate(self, text: str, max_tokens: int, side: str = "end") -> str:
+    def count_until(self, text: str, budget: int) -> int | None:
+        """The exact count if it is at most ``budget``, else ``None``. Stops as
+        soon as the budget is passed, so the cost follows ``budget``, not the text."""
+    def truncate(self, text: str, budget: int, side: str = "end") -> str:
         """The longest start (``side="end"`` cuts the end) or end (``side="start"``)
         of ``text`` cut on a token boundary and on a character boundary that
-        counts at most ``max_tokens`` tokens. Returns ``text`` itself when it fits."""
+        counts at most ``budget`` tokens. Returns ``text`` itself when it fits."""
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``."""
     def decode(self, ids: list[int]) -> str:
@@ -87,13 +89,13 @@ def count_tokens(
     text: list[str] | tuple[str, ...], *, model: str | None = None, encoding: str | None = None
 ) -> npt.NDArray[np.int64]: ...
 
-def count_until(text: str, limit: int, *, model: str | None = None, encoding: str | None = None) -> int | None:
-    """The exact count if it is at most ``limit``, else ``None``; the cost follows ``limit``."""
+def count_until(text: str, budget: int, *, model: str | None = None, encoding: str | None = None) -> int | None:
+    """The exact count if it is at most ``budget``, else ``None``; the cost follows ``budget``."""
 
 def truncate(
-    text: str, max_tokens: int, side: str = "end", *, model: str | None = None, encoding: str | None = None
+    text: str, budget: int, side: str = "end", *, model: str | None = None, encoding: str | None = None
 ) -> str:
-    """``text`` cut to at most ``max_tokens`` tokens on a token boundary; ``side="end"`` keeps
+    """``text`` cut to at most ``budget`` tokens on a token boundary; ``side="end"`` keeps
     the beginning, ``side="start"`` keeps the end."""
 
 def encoding_for_model(model: str) -> str:
@@ -313,14 +315,18 @@ class BudgetAllocation:
         """Per layer ``(min, ideal, max, priority, elasticity, fixed)`` as negotiated
         (for ``plan_layers``: the requirements its formulas computed)."""
     @property
-    def total(self) -> int:
+    def budget(self) -> int:
         """The budget that was split."""
     @property
+    @deprecated("BudgetAllocation.total is now BudgetAllocation.budget")
+    def total(self) -> int:
+        """The old name of ``budget``; warns, and goes away in the next release."""
+    @property
     def allocated(self) -> int:
-        """Sum of the allocations (never above ``total``)."""
+        """Sum of the allocations (never above ``budget``)."""
     @property
     def unallocated(self) -> int:
-        """``total - allocated``: non-zero only when every layer that was not
+        """``budget - allocated``: non-zero only when every layer that was not
         dropped is at its max."""
     def to_dict(self) -> dict[str, int] | dict[int, int]:
         """``{name: tokens}``, or ``{index: tokens}`` when the layers have no names."""
@@ -329,11 +335,11 @@ class BudgetAllocation:
     def __len__(self) -> int: ...
 
 def negotiate_budget(
-    total: int,
+    budget: int,
     layers: Sequence[_LayerSpec] | Mapping[str, _LayerSpec] | npt.NDArray[np.float64],
     names: Sequence[str] | None = None,
 ) -> BudgetAllocation:
-    """Split ``total`` tokens between context layers.
+    """Split ``budget`` tokens between context layers.
 
     Each layer is ``(min, ideal, max, priority, elasticity)`` with an optional
     sixth ``fixed`` flag (default: fixed when ``elasticity == 0``): tokens are
@@ -356,7 +362,7 @@ def negotiate_budget(
     4. leftovers go to the elastic layers by priority up to their max, then to
        the fixed layers.
 
-    Guarantees: the sum never exceeds ``total``; every allocation is 0 or in
+    Guarantees: the sum never exceeds ``budget``; every allocation is 0 or in
     ``[min, max]``; tokens stay unallocated only when every layer that was not
     dropped is at its max.
 
@@ -372,7 +378,7 @@ def negotiate_budget(
     """
 
 def plan_layers(
-    total: int,
+    budget: int,
     *,
     message_count: int = 0,
     conversation_tokens: int = 0,
@@ -389,7 +395,7 @@ def plan_layers(
     ``history`` (message history), ``user_message`` — sized by the OpenScroll
     budget formulas for this situation, then split by ``negotiate_budget``.
 
-    With ``B = total``, depth ``d`` = 0.5 / 1 / 1.5 (minimal / standard / deep),
+    With ``B = budget``, depth ``d`` = 0.5 / 1 / 1.5 (minimal / standard / deep),
     conversation pressure ``p = min(1, conversation_tokens / 0.7B)``:
 
     - identity: fixed, priority 100, min 150, ideal ``min(400, 2% B)``, max 500;

@@ -6,10 +6,12 @@ import asyncio
 import concurrent.futures
 import inspect
 import string
+import warnings
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ctxfold._core import Tokenizer
+from ctxfold._renamed import renamed_arguments
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 from ctxfold.summarize.protocol import BaseSummarizer
 
@@ -24,11 +26,13 @@ DEFAULT_PROMPT_TEMPLATE = (
 )
 PROMPT_FIELDS = {
     "text": "the text to summarize",
-    "target_tokens": "the token target",
-    "target_words": "the target in words (3/4 of the tokens), which models follow better",
+    "budget": "the token budget of the summary",
+    "target_words": "the budget in words (3/4 of the tokens), which models follow better",
     "query": "the query, or an empty string",
     "focus": "' Focus on what matters for: <query>.' when there is a query, else nothing",
 }
+# Old field names still filled for one release; a template using one warns.
+_RENAMED_FIELDS = {"target_tokens": "budget"}
 
 
 class CallableSummarizer(BaseSummarizer):
@@ -40,11 +44,11 @@ class CallableSummarizer(BaseSummarizer):
     The prompt is ``prompt_template`` (an attribute; change it freely) filled
     with the fields of ``PROMPT_FIELDS``. Up to ``max_concurrency`` calls run at
     once (threads for a sync fn, tasks for an async one). The model's answer
-    is cut to the token target if it overshoots.
+    is cut to the token budget if it overshoots.
 
     >>> s = CallableSummarizer(lambda p: client.chat.completions.create(  # doctest: +SKIP
     ...     model="gpt-4o-mini", messages=[{"role": "user", "content": p}]))
-    >>> s.summarize([long_text], target_tokens=100)  # doctest: +SKIP
+    >>> s.summarize([long_text], budget=100)  # doctest: +SKIP
     """
 
     def __init__(
@@ -69,14 +73,22 @@ class CallableSummarizer(BaseSummarizer):
 
     @property
     def prompt_template(self) -> str:
-        """The prompt, with ``{text}`` and any of ``{target_tokens}``,
+        """The prompt, with ``{text}`` and any of ``{budget}``,
         ``{target_words}``, ``{query}``, ``{focus}``."""
         return self._prompt_template
 
     @prompt_template.setter
     def prompt_template(self, template: str) -> None:
         fields = template_fields(template, "prompt_template")
-        unknown = fields - set(PROMPT_FIELDS)
+        for old in fields & set(_RENAMED_FIELDS):
+            new = _RENAMED_FIELDS[old]
+            warnings.warn(
+                f"CallableSummarizer.prompt_template: the field {{{old}}} is now {{{new}}}; "
+                f"{{{old}}} will be removed in the next release",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+        unknown = fields - set(PROMPT_FIELDS) - set(_RENAMED_FIELDS)
         if unknown:
             raise InvalidInputError(
                 f"prompt_template: unknown field(s) {sorted(unknown)}; the fields are {sorted(PROMPT_FIELDS)}"
@@ -85,12 +97,14 @@ class CallableSummarizer(BaseSummarizer):
             raise InvalidInputError("prompt_template: must contain {text}, where the text to summarize goes")
         self._prompt_template = template
 
-    def prompt(self, text: str, target_tokens: int, query: str | None = None) -> str:
+    @renamed_arguments(target_tokens="budget")
+    def prompt(self, text: str, budget: int, query: str | None = None) -> str:
         """The prompt sent for one text."""
         return self._prompt_template.format(
             text=text,
-            target_tokens=target_tokens,
-            target_words=max(1, target_tokens * 3 // 4),
+            budget=budget,
+            target_tokens=budget,
+            target_words=max(1, budget * 3 // 4),
             query=query or "",
             focus=f" Focus on what matters for: {query}." if query else "",
         )

@@ -10,7 +10,7 @@ Every chunk of the result keeps its source span(s), so a summary can be traced
 back and the original restored (`CompressionResult.restore`, `.expand`).
 
 Multi-level: level 1 (``topic``) summarises each chunk to its share of
-``ratio * tokens``. When the result must also fit ``max_tokens`` and does not,
+``ratio * tokens``. When the result must also fit ``budget`` and does not,
 level 2 (``extractive``) re-summarises each chunk's summary by the ratio again
 (never below the limit), and level 3 (``key_points``) takes each chunk down to
 its pruned key sentences within exactly its share of the limit. At most three
@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ctxfold._core import Tokenizer, cosine_similarity, segment, spectral_clustering
+from ctxfold._renamed import renamed_arguments
 from ctxfold.errors import BudgetError, InvalidInputError, InvalidTypeError
 from ctxfold.summarize.extractive import ExtractiveSummarizer, Sentence, SentenceEmbedder, split_sentences
 from ctxfold.progress import ProgressBar
@@ -171,11 +172,12 @@ class _Chunk:
     sentence_spans: list[tuple[int, int]] = field(default_factory=list)
 
 
+@renamed_arguments(max_tokens="budget")
 def compress(
     text: str,
     target_ratio: float = 0.15,
     *,
-    max_tokens: int | None = None,
+    budget: int | None = None,
     summarizer: Summarizer | None = None,
     query: str | None = None,
     segmentation: str = "segment",
@@ -187,7 +189,7 @@ def compress(
     progress: bool = True,
 ) -> CompressionResult:
     """Compress ``text`` to about ``target_ratio`` of its tokens (and, if
-    given, to at most ``max_tokens``), topic by topic.
+    given, to at most ``budget`` tokens), topic by topic.
 
     - ``summarizer``: what summarises each chunk (default: an
       `ExtractiveSummarizer` sharing ``embedder`` and ``tokenizer``);
@@ -210,19 +212,19 @@ def compress(
     import time
 
     started = time.perf_counter()
-    _check_arguments(text, target_ratio, max_tokens, query, segmentation, topic_tokens, block_tokens, workers)
+    _check_arguments(text, target_ratio, budget, query, segmentation, topic_tokens, block_tokens, workers)
     tok = tokenizer if tokenizer is not None else get_tokenizer()
     if not isinstance(tok, Tokenizer):
         raise InvalidTypeError(f"tokenizer: expected a ctxfold.Tokenizer, got {type(tok).__name__}")
     if summarizer is not None and not callable(getattr(summarizer, "summarize", None)):
         raise InvalidTypeError(
-            f"summarizer: expected an object with summarize(texts, target_tokens, query), got {type(summarizer).__name__}"
+            f"summarizer: expected an object with summarize(texts, budget, query), got {type(summarizer).__name__}"
         )
     extractive = ExtractiveSummarizer(embedder=embedder, tokenizer=tok)
     chosen = summarizer if summarizer is not None else extractive
     source_tokens = int(tok.count(text))
     target = max(1, math.floor(source_tokens * target_ratio))
-    limit = min(target, max_tokens) if max_tokens is not None else target
+    limit = min(target, budget) if budget is not None else target
     sentences = split_sentences(text)
     result_args = dict(source=text, source_tokens=source_tokens, target_ratio=float(target_ratio), segmentation=segmentation)
     if source_tokens <= limit:
@@ -265,7 +267,7 @@ def compress(
         total = _total(chunks, sep)
     if total > limit:
         raise BudgetError(
-            f"max_tokens: could not compress to {limit} tokens (got {total}); raise max_tokens or target_ratio"
+            f"budget: could not compress to {limit} tokens (got {total}); raise budget or target_ratio"
         )
     out = CHUNK_SEPARATOR.join(c.summary for c in chunks if c.summary)
     tokens = int(tok.count(out)) if out else 0
@@ -512,7 +514,7 @@ def _topics(
 def _check_arguments(
     text: object,
     target_ratio: object,
-    max_tokens: object,
+    budget: object,
     query: object,
     segmentation: object,
     topic_tokens: object,
@@ -529,9 +531,9 @@ def _check_arguments(
         raise InvalidInputError(
             f"target_ratio: must be in (0, 1] (the share of tokens to keep, e.g. 0.15), got {target_ratio}"
         )
-    for name, value, low in (("max_tokens", max_tokens, 1), ("topic_tokens", topic_tokens, 1),
+    for name, value, low in (("budget", budget, 1), ("topic_tokens", topic_tokens, 1),
                              ("block_tokens", block_tokens, 1), ("workers", workers, 1)):
-        if value is None and name in ("max_tokens", "workers"):
+        if value is None and name in ("budget", "workers"):
             continue
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise InvalidTypeError(f"{name}: expected a positive int, got {type(value).__name__}")
@@ -549,8 +551,8 @@ class _CallableModule(types.ModuleType):
     package attribute to the module, and ``ctxfold.summarize.compress(text)`` must
     still work."""
 
-    def __call__(self, *args: Any, **kwargs: Any) -> CompressionResult:
-        return compress(*args, **kwargs)
+    # The function itself, not a forwarding method: no extra frame, so its warnings point at the caller.
+    __call__ = staticmethod(compress)
 
 
 sys.modules[__name__].__class__ = _CallableModule

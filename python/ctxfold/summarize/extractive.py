@@ -43,6 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxfold._core import Bm25, Tokenizer, cosine_similarity, select_options
+from ctxfold._renamed import renamed_arguments
 from ctxfold.errors import CtxFoldError, InvalidInputError, InvalidTypeError
 from ctxfold.text.entities import verbatim_entities
 from ctxfold.progress import ProgressBar
@@ -375,7 +376,7 @@ class ExtractiveSummarizer(BaseSummarizer):
     - ``progress``: a progress bar on stderr when a call summarises more than
       a few texts, is slow, and runs on a terminal (``False``: never).
 
-    ``extract(text, target_tokens, query)`` returns the choice with its source
+    ``extract(text, budget, query)`` returns the choice with its source
     spans (`Extract`); ``summarize`` returns the texts.
     """
 
@@ -419,10 +420,12 @@ class ExtractiveSummarizer(BaseSummarizer):
                 bar.update()
         return out
 
-    def extract(self, text: str, target_tokens: int, query: str | None = None) -> Extract:
-        """The summary of one text with what was chosen and where it comes from."""
-        (item,) = _check_one(text, target_tokens, query)
-        return self._extract(item, target_tokens, query)
+    @renamed_arguments(target_tokens="budget")
+    def extract(self, text: str, budget: int, query: str | None = None) -> Extract:
+        """The summary of one text (at most ``budget`` tokens) with what was
+        chosen and where it comes from."""
+        (item,) = _check_one(text, budget, query)
+        return self._extract(item, budget, query)
 
     # -- the selection --
 
@@ -716,13 +719,13 @@ class ExtractiveSummarizer(BaseSummarizer):
         return text, int(self.tokenizer.count(text)) if text else 0
 
 
-def _check_one(text: object, target_tokens: object, query: object) -> list[str]:
+def _check_one(text: object, budget: object, query: object) -> list[str]:
     from ctxfold.summarize.protocol import check_texts
 
     if not isinstance(text, str):
         raise InvalidTypeError(f"text: expected str, got {type(text).__name__}")
     items = check_texts([text])
-    check_targets(target_tokens, 1)
+    check_targets(budget, 1)
     if query is not None and not isinstance(query, str):
         raise InvalidTypeError(f"query: expected str or None, got {type(query).__name__}")
     return items

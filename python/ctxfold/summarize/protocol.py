@@ -1,7 +1,7 @@
 """Summarizers: one protocol, several engines.
 
-Every summarizer answers ``summarize(texts, target_tokens, query=None)`` with
-one summary per text, each at most ``target_tokens`` tokens as counted by the
+Every summarizer answers ``summarize(texts, budget, query=None)`` with
+one summary per text, each at most ``budget`` tokens as counted by the
 summarizer's `Tokenizer` (the project's exact counter; ``o200k_base`` unless
 another is passed), and ``await asummarize(...)`` with the same result. A
 text that already fits its target is returned unchanged (no model call)
@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Protocol, TypeVar, runtime_checkable
 
 from ctxfold._core import Tokenizer
+from ctxfold._renamed import renamed_arguments
 from ctxfold.errors import InvalidInputError, InvalidTypeError, ModelError
 from ctxfold.tokens import get_tokenizer
 
@@ -35,32 +36,34 @@ _SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*(?=\s)")
 
 @runtime_checkable
 class Summarizer(Protocol):
-    """What `ContextEngine` calls to shorten texts. ``target_tokens`` is one
-    int for every text or one per text; each summary fits its target."""
+    """What `ContextEngine` calls to shorten texts. ``budget`` is one
+    int for every text or one per text; each summary fits its budget. The
+    engine passes both arguments by position."""
 
     def summarize(
-        self, texts: Sequence[str], target_tokens: int | Sequence[int], query: str | None = None
+        self, texts: Sequence[str], budget: int | Sequence[int], query: str | None = None
     ) -> list[str]: ...
 
     async def asummarize(
-        self, texts: Sequence[str], target_tokens: int | Sequence[int], query: str | None = None
+        self, texts: Sequence[str], budget: int | Sequence[int], query: str | None = None
     ) -> list[str]: ...
 
 
-def fit_to_tokens(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:
-    """``text`` stripped, or, if it counts more than ``max_tokens``, its longest
+@renamed_arguments(max_tokens="budget")
+def fit_to_tokens(text: str, budget: int, tokenizer: Tokenizer) -> str:
+    """``text`` stripped, or, if it counts more than ``budget``, its longest
     start that fits, shortened to the last sentence end when that keeps at least
     half of it (a summary that stops mid-sentence reads worse than one that is
     a little shorter)."""
     text = text.strip()
-    if tokenizer.count_until(text, max_tokens) is not None:
+    if tokenizer.count_until(text, budget) is not None:
         return text
-    cut = tokenizer.truncate(text, max_tokens).rstrip()
+    cut = tokenizer.truncate(text, budget).rstrip()
     ends = [m.end() for m in _SENTENCE_END.finditer(cut + " ")]
     if ends and ends[-1] >= len(cut) / 2:
         cut = cut[: ends[-1]]
-    if tokenizer.count_until(cut, max_tokens) is None:  # BPE gives no prefix guarantee; truncate decides
-        cut = tokenizer.truncate(cut, max_tokens)
+    if tokenizer.count_until(cut, budget) is None:  # BPE gives no prefix guarantee; truncate decides
+        cut = tokenizer.truncate(cut, budget)
     return cut
 
 
@@ -79,19 +82,22 @@ class BaseSummarizer:
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer()
         self.always_summarize = bool(always_summarize)
 
+    @renamed_arguments(target_tokens="budget")
     def summarize(
-        self, texts: Sequence[str], target_tokens: int | Sequence[int], query: str | None = None
+        self, texts: Sequence[str], budget: int | Sequence[int], query: str | None = None
     ) -> list[str]:
-        """One summary per text, each within its token target."""
-        items, targets, todo = self._plan(texts, target_tokens, query)
+        """One summary per text, each within its token budget (one int for
+        every text or one per text)."""
+        items, targets, todo = self._plan(texts, budget, query)
         raw = self._summarize_many([items[i] for i in todo], [targets[i] for i in todo], query) if todo else []
         return self._finish(items, targets, todo, raw)
 
+    @renamed_arguments(target_tokens="budget")
     async def asummarize(
-        self, texts: Sequence[str], target_tokens: int | Sequence[int], query: str | None = None
+        self, texts: Sequence[str], budget: int | Sequence[int], query: str | None = None
     ) -> list[str]:
         """`summarize` for async callers."""
-        items, targets, todo = self._plan(texts, target_tokens, query)
+        items, targets, todo = self._plan(texts, budget, query)
         raw = await self._asummarize_many([items[i] for i in todo], [targets[i] for i in todo], query) if todo else []
         return self._finish(items, targets, todo, raw)
 
@@ -103,10 +109,10 @@ class BaseSummarizer:
         return await asyncio.to_thread(self._summarize_many, texts, targets, query)
 
     def _plan(
-        self, texts: Sequence[str], target_tokens: int | Sequence[int], query: str | None
+        self, texts: Sequence[str], budget: int | Sequence[int], query: str | None
     ) -> tuple[list[str], list[int], list[int]]:
         items = check_texts(texts)
-        targets = check_targets(target_tokens, len(items))
+        targets = check_targets(budget, len(items))
         if query is not None and not isinstance(query, str):
             raise InvalidTypeError(f"query: expected str or None, got {type(query).__name__}")
         if self.always_summarize:
@@ -140,21 +146,21 @@ def check_texts(texts: object) -> list[str]:
     return items
 
 
-def check_targets(target_tokens: object, count: int) -> list[int]:
+def check_targets(budget: object, count: int) -> list[int]:
     """One positive int per text, from an int or a sequence (or array) of ints."""
-    scalar = isinstance(target_tokens, numbers.Integral) and not isinstance(target_tokens, bool)
-    values = [target_tokens] * count if scalar else target_tokens
+    scalar = isinstance(budget, numbers.Integral) and not isinstance(budget, bool)
+    values = [budget] * count if scalar else budget
     if hasattr(values, "tolist") and not scalar:  # a numpy array from the planner
         values = values.tolist()
-    if isinstance(target_tokens, bool) or isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-        raise InvalidTypeError(f"target_tokens: expected an int or a list of ints, got {type(target_tokens).__name__}")
+    if isinstance(budget, bool) or isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise InvalidTypeError(f"budget: expected an int or a list of ints, got {type(budget).__name__}")
     if len(values) != count:
         raise InvalidInputError(
-            f"target_tokens: got {len(values)} targets for {count} texts; pass one int or one per text"
+            f"budget: got {len(values)} budgets for {count} texts; pass one int or one per text"
         )
     targets = []
     for i, v in enumerate(values):
-        where = "target_tokens" if scalar else f"target_tokens[{i}]"
+        where = "budget" if scalar else f"budget[{i}]"
         if isinstance(v, bool) or not isinstance(v, numbers.Integral):
             raise InvalidTypeError(f"{where}: expected int, got {type(v).__name__}")
         if v < 1:

@@ -6,10 +6,12 @@
 
 use ctxfold_core::budget::{self, Allocation, KnowledgeDepth, Layer, Situation, STANDARD_LAYERS};
 use numpy::{IntoPyArray, PyArray1};
+use pyo3::exceptions::PyDeprecationWarning;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PySequenceMethods, PyString, PyTuple};
 
-use crate::errors::{non_negative, py_err, string, wrong_type, InvalidInputError};
+use crate::errors::{non_negative, py_err, string, wrong_type, InvalidInputError, InvalidTypeError};
+use crate::renamed::renamed;
 use crate::knapsack::float64_matrix;
 
 /// Tokens granted to each context layer (the result of ``negotiate_budget``
@@ -52,17 +54,29 @@ impl PyBudgetAllocation {
 
     /// The budget that was split.
     #[getter]
-    fn total(&self) -> u64 {
+    fn budget(&self) -> u64 {
         self.allocation.total
     }
 
-    /// Sum of the allocations (never above ``total``).
+    /// The old name of ``budget``; warns, and goes away in the next release.
+    #[getter]
+    fn total(&self, py: Python<'_>) -> PyResult<u64> {
+        PyErr::warn(
+            py,
+            py.get_type::<PyDeprecationWarning>().as_any(),
+            c"BudgetAllocation.total is now BudgetAllocation.budget; total will be removed in the next release",
+            1,
+        )?;
+        Ok(self.allocation.total)
+    }
+
+    /// Sum of the allocations (never above ``budget``).
     #[getter]
     fn allocated(&self) -> u64 {
         self.allocation.allocated()
     }
 
-    /// ``total - allocated``: non-zero only when every layer that was not
+    /// ``budget - allocated``: non-zero only when every layer that was not
     /// dropped is at its max.
     #[getter]
     fn unallocated(&self) -> u64 {
@@ -116,7 +130,7 @@ impl PyBudgetAllocation {
             })
             .collect();
         format!(
-            "BudgetAllocation({{{}}}, total={}, unallocated={})",
+            "BudgetAllocation({{{}}}, budget={}, unallocated={})",
             parts.join(", "),
             self.allocation.total,
             self.allocation.unallocated()
@@ -246,7 +260,7 @@ fn names_argument(names: &Bound<'_, PyAny>, n: usize) -> PyResult<Vec<String>> {
     items.iter().enumerate().map(|(i, s)| string(&format!("names[{i}]"), s)).collect()
 }
 
-/// Split ``total`` tokens between context layers.
+/// Split ``budget`` tokens between context layers.
 ///
 /// Each layer is ``(min, ideal, max, priority, elasticity)`` with an optional
 /// sixth ``fixed`` flag (default: fixed when ``elasticity == 0``): tokens are
@@ -269,7 +283,7 @@ fn names_argument(names: &Bound<'_, PyAny>, n: usize) -> PyResult<Vec<String>> {
 /// 4. leftovers go to the elastic layers by priority up to their max, then to
 ///    the fixed layers.
 ///
-/// Guarantees: the sum never exceeds ``total``; every allocation is 0 or in
+/// Guarantees: the sum never exceeds ``budget``; every allocation is 0 or in
 /// ``[min, max]``; tokens stay unallocated only when every layer that was not
 /// dropped is at its max.
 ///
@@ -283,9 +297,18 @@ fn names_argument(names: &Bound<'_, PyAny>, n: usize) -> PyResult<Vec<String>> {
 /// Raises ``InvalidInputError`` naming the field (``layers[2].ideal``) for an
 /// invalid layer, ``InvalidTypeError`` for a wrong type.
 #[pyfunction]
-#[pyo3(signature = (total, layers, names = None))]
-fn negotiate_budget(total: &Bound<'_, PyAny>, layers: &Bound<'_, PyAny>, names: Option<&Bound<'_, PyAny>>) -> PyResult<PyBudgetAllocation> {
-    let total = non_negative("total", total)? as u64;
+#[pyo3(
+    signature = (budget = None, layers = None, names = None, *, total = None),
+    text_signature = "(budget, layers, names=None)"
+)]
+fn negotiate_budget(
+    budget: Option<&Bound<'_, PyAny>>,
+    layers: Option<&Bound<'_, PyAny>>,
+    names: Option<&Bound<'_, PyAny>>,
+    total: Option<&Bound<'_, PyAny>>,
+) -> PyResult<PyBudgetAllocation> {
+    let budget = non_negative("budget", renamed("negotiate_budget", ("budget", budget), ("total", total))?)? as u64;
+    let layers = layers.ok_or_else(|| InvalidTypeError::new_err("negotiate_budget: missing the required argument layers"))?;
     let (layers, mut layer_names) = parse_layers(layers)?;
     if let Some(names) = names.filter(|n| !n.is_none()) {
         if layer_names.is_some() {
@@ -293,7 +316,7 @@ fn negotiate_budget(total: &Bound<'_, PyAny>, layers: &Bound<'_, PyAny>, names: 
         }
         layer_names = Some(names_argument(names, layers.len())?);
     }
-    let allocation = budget::negotiate(total, &layers).map_err(py_err)?;
+    let allocation = budget::negotiate(budget, &layers).map_err(py_err)?;
     Ok(PyBudgetAllocation { names: layer_names, layers, allocation })
 }
 
@@ -302,7 +325,7 @@ fn negotiate_budget(total: &Bound<'_, PyAny>, layers: &Bound<'_, PyAny>, names: 
 /// ``history`` (message history), ``user_message`` — sized by the OpenScroll
 /// budget formulas for this situation, then split by ``negotiate_budget``.
 ///
-/// With ``B = total``, depth ``d`` = 0.5 / 1 / 1.5 (minimal / standard / deep),
+/// With ``B = budget``, depth ``d`` = 0.5 / 1 / 1.5 (minimal / standard / deep),
 /// conversation pressure ``p = min(1, conversation_tokens / 0.7B)``:
 ///
 /// - identity: fixed, priority 100, min 150, ideal ``min(400, 2% B)``, max 500;
@@ -337,7 +360,7 @@ fn negotiate_budget(total: &Bound<'_, PyAny>, layers: &Bound<'_, PyAny>, names: 
 /// gives 0 everywhere (the published pressure divided by zero).
 #[pyfunction]
 #[pyo3(signature = (
-    total,
+    budget = None,
     *,
     message_count = None,
     conversation_tokens = None,
@@ -348,11 +371,12 @@ fn negotiate_budget(total: &Bound<'_, PyAny>, layers: &Bound<'_, PyAny>, names: 
     knowledge_depth = None,
     prioritize_history = None,
     topic_bundle_tokens = None,
-), text_signature = "(total, *, message_count=0, conversation_tokens=0, user_message_tokens=0, topic_count=0, \
+    total = None,
+), text_signature = "(budget, *, message_count=0, conversation_tokens=0, user_message_tokens=0, topic_count=0, \
     entity_count=0, active_conversation=None, knowledge_depth='standard', prioritize_history=False, topic_bundle_tokens=0)")]
 #[allow(clippy::too_many_arguments)]
 fn plan_layers(
-    total: &Bound<'_, PyAny>,
+    budget: Option<&Bound<'_, PyAny>>,
     message_count: Option<&Bound<'_, PyAny>>,
     conversation_tokens: Option<&Bound<'_, PyAny>>,
     user_message_tokens: Option<&Bound<'_, PyAny>>,
@@ -362,7 +386,9 @@ fn plan_layers(
     knowledge_depth: Option<&Bound<'_, PyAny>>,
     prioritize_history: Option<&Bound<'_, PyAny>>,
     topic_bundle_tokens: Option<&Bound<'_, PyAny>>,
+    total: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyBudgetAllocation> {
+    let budget = renamed("plan_layers", ("budget", budget), ("total", total))?;
     let count = |obj: Option<&Bound<'_, PyAny>>, name: &str| -> PyResult<u64> {
         obj.map_or(Ok(0), |o| non_negative(name, o).map(|v| v as u64))
     };
@@ -377,7 +403,7 @@ fn plan_layers(
         None => KnowledgeDepth::Standard,
     };
     let situation = Situation {
-        total: non_negative("total", total)? as u64,
+        total: non_negative("budget", budget)? as u64,
         message_count,
         conversation_tokens: count(conversation_tokens, "conversation_tokens")?,
         user_message_tokens: count(user_message_tokens, "user_message_tokens")?,

@@ -8,6 +8,7 @@ mod cluster;
 mod decay;
 mod errors;
 mod knapsack;
+mod renamed;
 mod segment;
 mod similarity;
 mod static_embed;

@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 
 use crate::errors::{non_negative, py_err, string, wrong_type};
+use crate::renamed::renamed;
 use crate::text_input::{text, texts, Texts};
 
 /// An exact token counter: a built-in OpenAI encoding (vocabulary compiled
@@ -71,17 +72,17 @@ fn count_any(py: Python<'_>, counter: &TokenCounter, text: &Bound<'_, PyAny>) ->
     }
 }
 
-fn count_until_any(py: Python<'_>, counter: &TokenCounter, text_obj: &Bound<'_, PyAny>, limit: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
-    let limit = non_negative("limit", limit)?;
+fn count_until_any(py: Python<'_>, counter: &TokenCounter, text_obj: &Bound<'_, PyAny>, budget: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+    let budget = non_negative("budget", budget)?;
     let s = text(text_obj, "text")?;
-    py.detach(|| counter.count_until(&s, limit)).map_err(py_err)
+    py.detach(|| counter.count_until(&s, budget)).map_err(py_err)
 }
 
-fn truncate_any(py: Python<'_>, counter: &TokenCounter, text_obj: &Bound<'_, PyAny>, max_tokens: &Bound<'_, PyAny>, side: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
-    let max_tokens = non_negative("max_tokens", max_tokens)?;
+fn truncate_any(py: Python<'_>, counter: &TokenCounter, text_obj: &Bound<'_, PyAny>, budget: &Bound<'_, PyAny>, side: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
+    let budget = non_negative("budget", budget)?;
     let side = optional_str(side, "side")?.map_or(Ok(Side::End), |s| Side::from_name(&s)).map_err(py_err)?;
     let s = text(text_obj, "text")?;
-    py.detach(|| counter.truncate(&s, max_tokens, side).map(str::to_owned)).map_err(py_err)
+    py.detach(|| counter.truncate(&s, budget, side).map(str::to_owned)).map_err(py_err)
 }
 
 #[pymethods]
@@ -120,18 +121,34 @@ impl PyTokenizer {
         count_any(py, &self.counter, text)
     }
 
-    /// The exact count if it is at most ``limit``, else ``None``. Stops as
-    /// soon as the limit is passed, so the cost follows ``limit``, not the text.
-    fn count_until(&self, py: Python<'_>, text: &Bound<'_, PyAny>, limit: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
-        count_until_any(py, &self.counter, text, limit)
+    /// The exact count if it is at most ``budget``, else ``None``. Stops as
+    /// soon as the budget is passed, so the cost follows ``budget``, not the text.
+    #[pyo3(signature = (text, budget = None, *, limit = None), text_signature = "($self, text, budget)")]
+    fn count_until(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+        budget: Option<&Bound<'_, PyAny>>,
+        limit: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<usize>> {
+        let budget = renamed("Tokenizer.count_until", ("budget", budget), ("limit", limit))?;
+        count_until_any(py, &self.counter, text, budget)
     }
 
     /// The longest start (``side="end"`` cuts the end) or end (``side="start"``)
     /// of ``text`` cut on a token boundary and on a character boundary that
-    /// counts at most ``max_tokens`` tokens. Returns ``text`` itself when it fits.
-    #[pyo3(signature = (text, max_tokens, side = None), text_signature = "($self, text, max_tokens, side=\"end\")")]
-    fn truncate(&self, py: Python<'_>, text: &Bound<'_, PyAny>, max_tokens: &Bound<'_, PyAny>, side: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
-        truncate_any(py, &self.counter, text, max_tokens, side)
+    /// counts at most ``budget`` tokens. Returns ``text`` itself when it fits.
+    #[pyo3(signature = (text, budget = None, side = None, *, max_tokens = None), text_signature = "($self, text, budget, side=\"end\")")]
+    fn truncate(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+        budget: Option<&Bound<'_, PyAny>>,
+        side: Option<&Bound<'_, PyAny>>,
+        max_tokens: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<String> {
+        let budget = renamed("Tokenizer.truncate", ("budget", budget), ("max_tokens", max_tokens))?;
+        truncate_any(py, &self.counter, text, budget, side)
     }
 
     /// Token ids of ``text``.
@@ -174,35 +191,42 @@ fn count_tokens(
     count_any(py, &resolve(model, encoding)?, text)
 }
 
-/// The exact count if it is at most ``limit``, else ``None``; the cost follows ``limit``.
+/// The exact count if it is at most ``budget``, else ``None``; the cost follows ``budget``.
 #[pyfunction]
-#[pyo3(signature = (text, limit, *, model = None, encoding = None))]
+#[pyo3(
+    signature = (text, budget = None, *, model = None, encoding = None, limit = None),
+    text_signature = "(text, budget, *, model=None, encoding=None)"
+)]
 fn count_until(
     py: Python<'_>,
     text: &Bound<'_, PyAny>,
-    limit: &Bound<'_, PyAny>,
+    budget: Option<&Bound<'_, PyAny>>,
     model: Option<&Bound<'_, PyAny>>,
     encoding: Option<&Bound<'_, PyAny>>,
+    limit: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Option<usize>> {
-    count_until_any(py, &resolve(model, encoding)?, text, limit)
+    let budget = renamed("count_until", ("budget", budget), ("limit", limit))?;
+    count_until_any(py, &resolve(model, encoding)?, text, budget)
 }
 
-/// ``text`` cut to at most ``max_tokens`` tokens on a token boundary; ``side="end"`` keeps
+/// ``text`` cut to at most ``budget`` tokens on a token boundary; ``side="end"`` keeps
 /// the beginning, ``side="start"`` keeps the end.
 #[pyfunction]
 #[pyo3(
-    signature = (text, max_tokens, side = None, *, model = None, encoding = None),
-    text_signature = "(text, max_tokens, side=\"end\", *, model=None, encoding=None)"
+    signature = (text, budget = None, side = None, *, model = None, encoding = None, max_tokens = None),
+    text_signature = "(text, budget, side=\"end\", *, model=None, encoding=None)"
 )]
 fn truncate(
     py: Python<'_>,
     text: &Bound<'_, PyAny>,
-    max_tokens: &Bound<'_, PyAny>,
+    budget: Option<&Bound<'_, PyAny>>,
     side: Option<&Bound<'_, PyAny>>,
     model: Option<&Bound<'_, PyAny>>,
     encoding: Option<&Bound<'_, PyAny>>,
+    max_tokens: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<String> {
-    truncate_any(py, &resolve(model, encoding)?, text, max_tokens, side)
+    let budget = renamed("truncate", ("budget", budget), ("max_tokens", max_tokens))?;
+    truncate_any(py, &resolve(model, encoding)?, text, budget, side)
 }
 
 /// The encoding name of an OpenAI model; ``UnknownModelError`` for an unknown one.
