@@ -319,9 +319,7 @@ class Memories(Part):
         """The active memory ``memory_id`` in ``scope`` (None if absent, expired
         or archived: see ``store.archive.get``). A wide scope returns the first match."""
         check_scope(scope, write=False)
-        if not isinstance(memory_id, str):
-            raise InvalidTypeError(f"memory_id: expected str, got {type(memory_id).__name__}")
-        text(memory_id, "memory_id", column=True)
+        check_memory_id(memory_id)
         with self.backend.read() as cur:
             where, params = self.backend.scope_filter(cur, scope)
             row = self.backend.execute(
@@ -451,9 +449,7 @@ class Memories(Part):
         `history`). ``"superseded"`` with the new id (``"merged"``, nothing
         changed, when ``new`` is that same memory). Raises `StoreError` when
         ``memory_id`` is not active in ``scope``."""
-        if not isinstance(memory_id, str):
-            raise InvalidTypeError(f"memory_id: expected str, got {type(memory_id).__name__}")
-        text(memory_id, "memory_id", column=True)
+        check_memory_id(memory_id)
         if not isinstance(new, Memory):
             raise InvalidTypeError(f"new: expected a ctxfold.memory.Memory, got {type(new).__name__}")
         embeddings = None if embedding is None else [embedding]
@@ -468,9 +464,7 @@ class Memories(Part):
         = the next one's id). ``[]`` when ``memory_id`` is neither active nor
         archived in ``scope`` (a wide scope: the first scope holding it)."""
         check_scope(scope, write=False)
-        if not isinstance(memory_id, str):
-            raise InvalidTypeError(f"memory_id: expected str, got {type(memory_id).__name__}")
-        text(memory_id, "memory_id", column=True)
+        check_memory_id(memory_id)
         with self.backend.read() as cur:
             where, params = self.backend.scope_filter(cur, scope)
             found = self._any_record(cur, where, params, memory_id)
@@ -540,3 +534,10 @@ class Memories(Part):
         from ctxfold.memory.export import import_yaml
 
         return import_yaml(self, directory, scope=scope, verify=verify)
+
+
+def check_memory_id(memory_id: object) -> None:
+    """The checks of a `memory_id` argument: a str, valid as a column value."""
+    if not isinstance(memory_id, str):
+        raise InvalidTypeError(f"memory_id: expected str, got {type(memory_id).__name__}")
+    text(memory_id, "memory_id", column=True)
