@@ -48,6 +48,20 @@ assistant: Honestly, no. The train from Rossio station runs every 20 minutes and
 Parking in Sintra is very hard, and the roads to the Pena Palace are narrow.
 """
 
+# A chat between two people: both speakers are named in labels, some names and numbers come back.
+PEOPLE = """Emi: Hey Kevin! How are you?
+Kevin: Good thanks Emi. How about you?
+Emi: I just got back from Houston. The Lakewood Church there has 16,800 seats.
+Kevin: Thank you Emi, that sounds fun. Say hi to Tom and Priya from me.
+Emi: Lakewood Church is the largest church in the United States, and Houston was hot, 35 degrees every day.
+Kevin: I played football with the team today and we won 3 to 1.
+Emi: Nice! Was it the cup match?
+Kevin: No, the cup match against Dallas is next Sunday. Our coach Maria says we can win the cup.
+Emi: Tell Maria good luck from me. I'll watch the Dallas match on Sunday.
+Kevin: How about you? Any plans for the weekend?
+Emi: I'm cooking for my sister on Saturday, she loves lasagna.
+"""
+
 WORDS = "alpha beta gamma delta report budget meeting river garden train station coffee".split()
 NAMES = ["Alice", "Bob", "Lisbon", "Zurich", "Pixel", "Acme"]
 
@@ -138,6 +152,42 @@ def test_entity_coverage_raises_recall() -> None:
     plain = ExtractiveSummarizer(entity_weight=0.0).summarize([CHAT], 90)[0]
     covering = ExtractiveSummarizer(entity_weight=2.0).summarize([CHAT], 90)[0]
     assert recall(covering) >= recall(plain)
+
+
+def test_a_chat_is_summarised_by_what_it_keeps_naming() -> None:
+    sentences = split_sentences(PEOPLE)
+    assert {s.speaker for s in sentences} == {"Emi", "Kevin"}
+    _, _, weights = ExtractiveSummarizer()._entity_matrices(sentences)
+    found = list(dict.fromkeys(e for s in sentences for e in entities(s.text)))
+    weight = dict(zip(found, weights.tolist()))
+    assert weight["Kevin"] == weight["Emi"] == 0.0  # the labels carry the speakers' names
+    assert weight["Tom"] == weight["Priya"] == 0.0  # named once, in a chat that repeats other names
+    assert weight["Houston"] > 0 and weight["Maria"] > 0 and weight["Dallas"] > 0
+    (out,) = ExtractiveSummarizer().summarize([PEOPLE], 45)
+    assert {"Houston", "Lakewood", "Maria", "Dallas", "Sunday"} <= set(entities(out))
+
+
+def test_single_mentions_count_when_nothing_repeats() -> None:
+    sentences = split_sentences("I met Sarah in Lisbon. We ate at a small cafe near the river. The rain stopped at 9.")
+    _, _, weights = ExtractiveSummarizer()._entity_matrices(sentences)
+    assert len(weights) == 3 and (weights > 0).all()
+
+
+def test_sentences_without_content_are_never_chosen() -> None:
+    # "How about you?" has no content word and no name: it says nothing once out of its exchange
+    for target in range(4, 186, 3):
+        (out,) = ExtractiveSummarizer().summarize([PEOPLE], target)
+        assert "How about you?" not in out and "How are you?" not in out
+    (only,) = ExtractiveSummarizer(always_summarize=True).summarize(["How about you? How are you?"], 4)
+    assert only  # when nothing else is there, something is still kept
+
+
+def test_term_weight_blends_the_text_own_vocabulary() -> None:
+    plans = {w: ExtractiveSummarizer(term_weight=w).extract(CHAT, 60).chosen for w in (0.0, 0.85, 1.0)}
+    assert plans[0.0] != plans[1.0]
+    for w in (0.0, 0.85, 1.0):
+        out = ExtractiveSummarizer(term_weight=w).extract(CHAT, 60)
+        assert out.tokens <= 60 and is_source_wording(out.text, CHAT)
 
 
 def test_query_pulls_in_the_relevant_sentence() -> None:
@@ -254,6 +304,10 @@ def test_bad_arguments() -> None:
         ExtractiveSummarizer(forms="sentences")
     with pytest.raises(InvalidInputError, match="entity_weight"):
         ExtractiveSummarizer(entity_weight=-1)
+    with pytest.raises(InvalidInputError, match="term_weight"):
+        ExtractiveSummarizer(term_weight=1.5)
+    with pytest.raises(InvalidInputError, match="term_weight"):
+        ExtractiveSummarizer(term_weight=-0.1)
     with pytest.raises(InvalidTypeError, match="query_weight"):
         ExtractiveSummarizer(query_weight="high")  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError, match="query"):

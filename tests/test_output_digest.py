@@ -15,7 +15,7 @@ import sys
 
 import ctxfold
 
-EXPECTED = "845f92dccb54f0415709d9524928e402"
+EXPECTED = "b7eff222ae1e7e01432eddd69e85d319"
 
 WORDS = (
     "deploy database index migration latency cache invoice customer report budget schedule meeting "

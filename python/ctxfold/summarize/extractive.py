@@ -15,8 +15,16 @@ What is chosen maximises
 
 under the token target. The first term rewards central sentences and
 penalises redundant ones (a second sentence on the same point barely moves
-the mean: MMR's diversity, derived instead of tuned); the second counts each
-name or number once, however many chosen sentences repeat it. F is
+the mean: MMR's diversity, derived instead of tuned). A sentence's vector is
+its embedder vector beside its term vector over the text's own vocabulary
+(TF-IDF with idf fitted on the text's sentences, ``term_weight`` of the
+length), so what the text keeps returning to is what is central; a sentence
+with no content word and no entity ("How about you?") is not a candidate.
+The second term counts each name, number or date once, however many chosen
+sentences repeat it, weighted ``1 + ln(mentions)``: what a conversation is
+about is what it names again and again. Names said only once count only in
+a text that repeats none, and speakers' names are left to the speaker
+labels, which the summary writes anyway. F is
 submodular-like, so a cost-benefit greedy builds a first selection; then the
 core's exact multiple-choice knapsack (`ctxfold.select_options`) re-chooses
 every sentence's form (whole / pruned / dropped) on F linearised around the
@@ -234,7 +242,10 @@ def is_source_wording(summary: str, source: str) -> bool:
 
 # ---- entities --------------------------------------------------------------------------
 
-SINGLE_MENTION_WEIGHT = 0.3
+# Entity coverage next to centrality (1.0: the cosine term's scale).
+ENTITY_WEIGHT = 1.5
+# Centrality's share taken by the text's own term vectors (the rest: the embedder's).
+TERM_WEIGHT = 0.85
 
 
 def entities(text: str) -> list[str]:
@@ -327,14 +338,15 @@ class _Objective:
         query_weight: float,
         target: int,
     ) -> None:
+        # rows come as blends of unit parts (`_blend`): a part that is zero (a sentence of stop words
+        # only) shortens the row instead of being scaled up by renormalisation
         norms = np.linalg.norm(vectors, axis=1)
-        vectors = vectors / np.maximum(norms, 1e-12)[:, None]
         centroid = (weights[:, None] * vectors).sum(axis=0)
         norm = float(np.linalg.norm(centroid))
         self.mu = (vectors @ (centroid / norm)).astype(np.float64) if norm > 0 else np.zeros(len(vectors))
         # the core's GEMM: numpy's BLAS spends milliseconds waking threads for a matrix this small
-        self.gram = np.asarray(cosine_similarity(vectors), dtype=np.float64)
-        self.self_sim = (norms > 1e-12).astype(np.float64)
+        self.gram = np.asarray(cosine_similarity(vectors), dtype=np.float64) * np.outer(norms, norms)
+        self.self_sim = (norms * norms).astype(np.float64)
         np.fill_diagonal(self.gram, self.self_sim)
         self.ent = (ent_full, ent_pruned)
         total = float(ent_weights.sum())
@@ -369,6 +381,9 @@ class ExtractiveSummarizer(BaseSummarizer):
     - ``entity_weight``: weight of entity coverage next to semantic
       centrality (1.0 = the cosine term's scale);
     - ``query_weight``: weight of relevance to the query (when one is given);
+    - ``term_weight``: share of a sentence's vector (0 to 1) given to its
+      term vector over the text's own vocabulary, the rest to ``embedder``'s
+      (0: the embedder alone, as the query's relevance always uses);
     - ``forms``: which form of a sentence may be used: ``"both"`` (whole or
       filler-pruned, the default), ``"whole"`` (whole sentences only) or
       ``"pruned"`` (pruned only: terse key points);
@@ -384,8 +399,9 @@ class ExtractiveSummarizer(BaseSummarizer):
         self,
         *,
         embedder: SentenceEmbedder | None = None,
-        entity_weight: float = 1.0,
+        entity_weight: float = ENTITY_WEIGHT,
         query_weight: float = 0.5,
+        term_weight: float = TERM_WEIGHT,
         forms: str = "both",
         tokenizer: Tokenizer | None = None,
         always_summarize: bool = False,
@@ -400,6 +416,11 @@ class ExtractiveSummarizer(BaseSummarizer):
         self._embedder = embedder
         self.entity_weight = _non_negative(entity_weight, "entity_weight")
         self.query_weight = _non_negative(query_weight, "query_weight")
+        self.term_weight = _non_negative(term_weight, "term_weight")
+        if self.term_weight > 1.0:
+            raise InvalidInputError(
+                f"term_weight: the term vectors' share of a sentence's vector must be between 0 and 1, got {term_weight}"
+            )
         self.greedy_exponents = GREEDY_EXPONENTS
         if forms not in FORMS:
             raise InvalidInputError(f"forms: expected one of {list(FORMS)}, got {forms!r}")
@@ -454,6 +475,7 @@ class ExtractiveSummarizer(BaseSummarizer):
                 f"embedder: {type(self.embedder).__name__}.embed returned an array of shape {vectors.shape} "
                 f"(or with NaN/inf) for {n + bool(query)} texts; expected finite (n, dim) vectors, one row per text"
             )
+        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         qvec = vectors[n] if query else None
         vectors = vectors[:n]
         relevance = np.zeros(n)
@@ -462,12 +484,17 @@ class ExtractiveSummarizer(BaseSummarizer):
             lexical = np.asarray(Bm25(texts).scores(query), dtype=np.float64)
             relevance = 0.5 * dense / max(dense.max(), 1e-9) + 0.5 * lexical / max(lexical.max(), 1e-9)
         ent_full, ent_pruned, ent_weights = self._entity_matrices(sentences)
+        terms = TermVectorEmbedder().embed(texts)
         obj = _Objective(
-            vectors, weights[:, FULL], ent_full, ent_pruned, ent_weights, relevance,
+            _blend(vectors, terms, self.term_weight), weights[:, FULL], ent_full, ent_pruned, ent_weights, relevance,
             self.entity_weight, self.query_weight if query else 0.0, target,
         )
         allowed = np.ones((n, 2), dtype=bool)
         allowed[empty_pruned, :] = False  # all filler: neither form says anything
+        # no content word and no entity ("How about you?"): nothing to keep, unless nothing else is
+        contentless = ~terms.any(axis=1) & ~ent_full.any(axis=1)
+        if self.term_weight > 0 and not contentless.all():
+            allowed[contentless, :] = False
         if self.forms == "whole":
             allowed[:, PRUNED] = False
         elif self.forms == "pruned":
@@ -508,7 +535,12 @@ class ExtractiveSummarizer(BaseSummarizer):
         for i, (a, b) in enumerate(zip(found_full, found_pruned)):
             full[i, [index[e] for e in a]] = 1.0
             pruned[i, [index[e] for e in b if e in index]] = 1.0
-        w = np.array([1.0 if counts[e] >= 2 else SINGLE_MENTION_WEIGHT for e in index])
+        # what a text keeps naming is what it is about; a name said once counts only when nothing repeats
+        single = 1.0 if max(counts.values(), default=0) < 2 else 0.0
+        w = np.array([1.0 + math.log(counts[e]) if counts[e] >= 2 else single for e in index])
+        # the speaker labels written with the chosen sentences keep the speakers' names
+        labels = {e for label in {s.speaker for s in sentences if s.speaker} for e in entities(label)}
+        w[[index[e] for e in labels if e in index]] = 0.0
         return full, pruned, w
 
     def _best_plan(
@@ -717,6 +749,16 @@ class ExtractiveSummarizer(BaseSummarizer):
             prev = s
         text = "".join(parts)
         return text, int(self.tokenizer.count(text)) if text else 0
+
+
+def _blend(semantic: FloatArray, terms: FloatArray, term_weight: float) -> FloatArray:
+    """Rows of unit semantic vectors and the text's own term vectors side by
+    side, weighted so that a row with both parts has unit length."""
+    if term_weight <= 0.0:
+        return semantic
+    if term_weight >= 1.0:
+        return terms
+    return np.hstack([math.sqrt(1.0 - term_weight) * semantic, math.sqrt(term_weight) * terms]).astype(np.float32)
 
 
 def _check_one(text: object, budget: object, query: object) -> list[str]:
