@@ -1,9 +1,12 @@
-"""Extractive compression on LongMemEval oracle sessions (../shared/data):
-compression ratio, semantic preservation and entity recall, from 2x to 10x.
+"""Extractive compression on LongMemEval oracle sessions and on REALTALK
+chats between two people (../shared/data): compression ratio, semantic
+preservation and entity recall, from 2x to 10x.
 
 Each history of ``longmemeval_oracle`` becomes one text (``role: content``
-lines, as the external check ../shared/checks/summary_quality.py builds it);
-histories of 1,500-6,000 cl100k tokens are kept. Each is summarised by
+lines); with ``--set realtalk`` each day of a REALTALK chat does
+(``Speaker: text`` lines), as the external check
+../shared/checks/summary_quality.py builds them; texts of 1,500-6,000 cl100k
+tokens are kept. Each is summarised by
 `ExtractiveSummarizer()` (the default) to ``tokens // ratio``, and:
 
 - ``ratio``: mean of original tokens / summary tokens (cl100k);
@@ -21,7 +24,7 @@ Peers in the same run: ``lead`` (the text's start cut to the target),
 ``mmr`` (plain MMR sentence selection, lambda 0.7, same vectors) and the
 default with pruning off (``whole sentences``).
 
-    python benches/eval_compression.py [--limit 30] [--skip 0] [--ratios 2,4,6,8,10] [--peers]
+    python benches/eval_compression.py [--set lme|realtalk] [--limit 30] [--skip 0] [--ratios 2,4,6,8,10] [--peers]
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("CTXFOLD_SHARED_DATA", REPO.parent / "shared" / "data"))  # as benches/conftest.py
 ORACLE = DATA / "conversations" / "longmemeval_oracle"
+REALTALK = DATA / "conversations" / "realtalk"
 ENTITY = re.compile(r"\b[A-Z][a-z]{2,}\b|\b\d+\b")
 CHUNK_TOKENS = 200
 GOAL_PRESERVATION, GOAL_RECALL = 0.85, 0.75
@@ -61,6 +65,28 @@ def sessions(limit: int, skip: int, count: Callable[[str], int]) -> Iterator[str
                 yield text
             if found >= skip + limit:
                 return
+
+
+def realtalk_sessions(limit: int, skip: int, count: Callable[[str], int]) -> Iterator[str]:
+    """The check's REALTALK texts: each day of a chat (messages sharing a
+    dia_id prefix) of 1,500-6,000 tokens, in file and session order."""
+    found = 0
+    for path in sorted(REALTALK.glob("Chat_*.json")):
+        chat = json.loads(path.read_text(encoding="utf-8"))
+        keys = sorted((k for k in chat if k.count("_") == 1 and k.startswith("session_") and k[8:].isdigit()),
+                      key=lambda k: int(k[8:]))
+        days: dict[str, list[str]] = {}
+        for k in keys:
+            for t in chat[k]:
+                days.setdefault(t["dia_id"].split(":")[0], []).append(f"{t['speaker']}: {t['clean_text']}")
+        for lines in days.values():
+            text = "\n".join(lines)
+            if 1500 <= count(text) <= 6000:
+                found += 1
+                if found > skip:
+                    yield text
+                if found >= skip + limit:
+                    return
 
 
 class Meter:
@@ -158,20 +184,22 @@ def mmr_method(lam: float = 0.7) -> Callable[[str, int], str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--set", default="lme", choices=("lme", "realtalk"), help="LongMemEval oracle or REALTALK")
     parser.add_argument("--limit", type=int, default=30, help="sessions (default 30, the check's)")
     parser.add_argument("--skip", type=int, default=0, help="skip the first N qualifying sessions")
     parser.add_argument("--ratios", default="2,3,4,6,8,10", help="compression ratios to measure")
     parser.add_argument("--peers", action="store_true", help="also measure lead, plain MMR and whole sentences")
     parser.add_argument("--json", action="store_true", help="print one JSON object per row")
     args = parser.parse_args()
-    if not ORACLE.is_dir():
-        print(f"SKIPPED: evaluation data not found at {ORACLE} (set CTXFOLD_SHARED_DATA)")
+    folder, source = (REALTALK, realtalk_sessions) if args.set == "realtalk" else (ORACLE, sessions)
+    if not folder.is_dir():
+        print(f"SKIPPED: evaluation data not found at {folder} (set CTXFOLD_SHARED_DATA)")
         return 0
     import ctxfold
     from ctxfold.summarize.extractive import ExtractiveSummarizer, default_embedder
 
     meter = Meter()
-    texts = list(sessions(args.limit, args.skip, meter.count))
+    texts = list(source(args.limit, args.skip, meter.count))
     default = ExtractiveSummarizer()
     methods: dict[str, Callable[[str, int], str]] = {
         "extractive (default)": lambda t, n: default.summarize([t], n)[0],
@@ -181,7 +209,7 @@ def main() -> int:
         methods["whole sentences"] = lambda t, n: whole.summarize([t], n)[0]
         methods["plain MMR"] = mmr_method()
         methods["lead"] = lambda t, n: ctxfold.truncate(t, n, encoding="cl100k_base")
-    print(f"{len(texts)} sessions of {ORACLE.name} (skip {args.skip}); vectors: {type(default_embedder()).__name__}")
+    print(f"{len(texts)} sessions of {folder.name} (skip {args.skip}); vectors: {type(default_embedder()).__name__}")
     print(f"{'method':<22} {'target':>6} {'ratio':>6} {'preserv.':>9} {'recall':>7} {'ms/text':>8}")
     ok6 = None
     for ratio in [float(r) for r in args.ratios.split(",")]:
