@@ -15,7 +15,7 @@ import sys
 
 import ctxfold
 
-EXPECTED = "b7eff222ae1e7e01432eddd69e85d319"
+EXPECTED = "6b55b1a9f2068307a2f823e397b74ab1"
 
 WORDS = (
     "deploy database index migration latency cache invoice customer report budget schedule meeting "

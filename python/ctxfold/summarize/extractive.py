@@ -329,6 +329,7 @@ class _Objective:
     def __init__(
         self,
         vectors: FloatArray,
+        private: npt.NDArray[np.float64],
         weights: npt.NDArray[np.float64],
         ent_full: npt.NDArray[np.float64],
         ent_pruned: npt.NDArray[np.float64],
@@ -338,15 +339,16 @@ class _Objective:
         query_weight: float,
         target: int,
     ) -> None:
-        # rows come as blends of unit parts (`_blend`): a part that is zero (a sentence of stop words
-        # only) shortens the row instead of being scaled up by renormalisation
-        norms = np.linalg.norm(vectors, axis=1)
+        # a row is ``vectors[i]`` on shared axes plus ``private[i]`` on an axis of its own (`_TermParts`);
+        # rows are not renormalised: a part that is zero shortens the row
+        norms = np.linalg.norm(vectors, axis=1).astype(np.float64)
+        own = private * private
         centroid = (weights[:, None] * vectors).sum(axis=0)
-        norm = float(np.linalg.norm(centroid))
-        self.mu = (vectors @ (centroid / norm)).astype(np.float64) if norm > 0 else np.zeros(len(vectors))
+        norm = math.sqrt(float(centroid @ centroid) + float((weights * weights) @ own))
+        self.mu = (vectors @ centroid + weights * own) / norm if norm > 0 else np.zeros(len(vectors))
         # the core's GEMM: numpy's BLAS spends milliseconds waking threads for a matrix this small
         self.gram = np.asarray(cosine_similarity(vectors), dtype=np.float64) * np.outer(norms, norms)
-        self.self_sim = (norms * norms).astype(np.float64)
+        self.self_sim = norms * norms + own
         np.fill_diagonal(self.gram, self.self_sim)
         self.ent = (ent_full, ent_pruned)
         total = float(ent_weights.sum())
@@ -484,15 +486,15 @@ class ExtractiveSummarizer(BaseSummarizer):
             lexical = np.asarray(Bm25(texts).scores(query), dtype=np.float64)
             relevance = 0.5 * dense / max(dense.max(), 1e-9) + 0.5 * lexical / max(lexical.max(), 1e-9)
         ent_full, ent_pruned, ent_weights = self._entity_matrices(sentences)
-        terms = TermVectorEmbedder().embed(texts)
+        terms = _TermParts(texts)
         obj = _Objective(
-            _blend(vectors, terms, self.term_weight), weights[:, FULL], ent_full, ent_pruned, ent_weights, relevance,
+            *terms.blend(vectors, self.term_weight), weights[:, FULL], ent_full, ent_pruned, ent_weights, relevance,
             self.entity_weight, self.query_weight if query else 0.0, target,
         )
         allowed = np.ones((n, 2), dtype=bool)
         allowed[empty_pruned, :] = False  # all filler: neither form says anything
         # no content word and no entity ("How about you?"): nothing to keep, unless nothing else is
-        contentless = ~terms.any(axis=1) & ~ent_full.any(axis=1)
+        contentless = ~terms.nonzero & ~ent_full.any(axis=1)
         if self.term_weight > 0 and not contentless.all():
             allowed[contentless, :] = False
         if self.forms == "whole":
@@ -751,14 +753,47 @@ class ExtractiveSummarizer(BaseSummarizer):
         return text, int(self.tokenizer.count(text)) if text else 0
 
 
-def _blend(semantic: FloatArray, terms: FloatArray, term_weight: float) -> FloatArray:
-    """Rows of unit semantic vectors and the text's own term vectors side by
-    side, weighted so that a row with both parts has unit length."""
-    if term_weight <= 0.0:
-        return semantic
-    if term_weight >= 1.0:
-        return terms
-    return np.hstack([math.sqrt(1.0 - term_weight) * semantic, math.sqrt(term_weight) * terms]).astype(np.float32)
+class _TermParts:
+    """The sentences' TF-IDF vectors over the text's own vocabulary (as
+    `TermVectorEmbedder` makes them: sub-linear tf, idf fitted on these
+    sentences, unit rows), stored as the columns of terms in two or more
+    sentences plus, per row, the norm of the rest: a term of one sentence adds
+    nothing to any other sentence's similarity, so the Gram matrix costs the
+    shared terms only."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        docs = [Counter(Bm25.tokenize(t)) for t in texts]
+        n = len(docs)
+        terms = [term for d in docs for term in d]
+        df = Counter(terms)
+        rows = np.repeat(np.arange(n), [len(d) for d in docs])
+        counts = np.fromiter((c for d in docs for c in d.values()), dtype=np.float64, count=len(terms))
+        dfs = np.fromiter((df[t] for t in terms), dtype=np.float64, count=len(terms))
+        values = (1.0 + np.log(counts)) * (np.log((1 + n) / (1 + dfs)) + 1.0)
+        is_shared = dfs >= 2
+        index = {t: k for k, t in enumerate(t for t, c in df.items() if c >= 2)}
+        self.shared = np.zeros((n, len(index)), dtype=np.float32)
+        cols = np.fromiter((index[t] for t, s in zip(terms, is_shared.tolist()) if s), dtype=np.int64)
+        self.shared[rows[is_shared], cols] = values[is_shared]
+        own = np.bincount(rows[~is_shared], weights=values[~is_shared] ** 2, minlength=n)
+        norms = np.sqrt(np.einsum("ij,ij->i", self.shared, self.shared, dtype=np.float64) + own)
+        self.nonzero = norms > 0
+        safe = np.maximum(norms, 1e-12)
+        self.shared /= safe[:, None].astype(np.float32)
+        self.private = np.sqrt(own) / safe
+
+    def blend(self, semantic: FloatArray, term_weight: float) -> tuple[FloatArray, npt.NDArray[np.float64]]:
+        """Rows of unit ``semantic`` vectors and these term vectors side by
+        side, weighted so that a row with both parts has unit length: the
+        shared axes and each row's private norm."""
+        if term_weight <= 0.0:
+            return semantic, np.zeros(len(semantic))
+        a, b = math.sqrt(1.0 - min(term_weight, 1.0)), math.sqrt(term_weight)
+        parts = [semantic * a] if a > 0 else []
+        rows = np.hstack([*parts, self.shared * b]).astype(np.float32)
+        if rows.shape[1] == 0:  # no term in two sentences, and no semantic part
+            rows = np.zeros((len(rows), 1), dtype=np.float32)
+        return rows, self.private * b
 
 
 def _check_one(text: object, budget: object, query: object) -> list[str]:
