@@ -50,15 +50,10 @@ CHUNK_TOKENS = 200
 GOAL_PRESERVATION, GOAL_RECALL = 0.85, 0.75
 
 
-def sessions(limit: int, skip: int, count: Callable[[str], int]) -> Iterator[str]:
-    """The check's texts: histories of 1,500-6,000 tokens, in file order."""
+def sized(texts: Iterator[str], limit: int, skip: int, count: Callable[[str], int]) -> Iterator[str]:
+    """The texts of 1,500-6,000 tokens, after the first `skip` of them, at most `limit`."""
     found = 0
-    for path in sorted(ORACLE.glob("*.json")):
-        d = json.loads(path.read_text(encoding="utf-8"))
-        msgs = [t for sess in d["haystack_sessions"] for t in sess]
-        if not any(t.get("has_answer") for t in msgs):
-            continue
-        text = "\n".join(f"{t['role']}: {t['content']}" for t in msgs)
+    for text in texts:
         if 1500 <= count(text) <= 6000:
             found += 1
             if found > skip:
@@ -67,10 +62,16 @@ def sessions(limit: int, skip: int, count: Callable[[str], int]) -> Iterator[str
                 return
 
 
-def realtalk_sessions(limit: int, skip: int, count: Callable[[str], int]) -> Iterator[str]:
-    """The check's REALTALK texts: each day of a chat (messages sharing a
-    dia_id prefix) of 1,500-6,000 tokens, in file and session order."""
-    found = 0
+def oracle_texts() -> Iterator[str]:
+    for path in sorted(ORACLE.glob("*.json")):
+        d = json.loads(path.read_text(encoding="utf-8"))
+        msgs = [t for sess in d["haystack_sessions"] for t in sess]
+        if any(t.get("has_answer") for t in msgs):
+            yield "\n".join(f"{t['role']}: {t['content']}" for t in msgs)
+
+
+def realtalk_texts() -> Iterator[str]:
+    """Each day of a chat (messages sharing a dia_id prefix), in file and session order."""
     for path in sorted(REALTALK.glob("Chat_*.json")):
         chat = json.loads(path.read_text(encoding="utf-8"))
         keys = sorted((k for k in chat if k.count("_") == 1 and k.startswith("session_") and k[8:].isdigit()),
@@ -79,14 +80,17 @@ def realtalk_sessions(limit: int, skip: int, count: Callable[[str], int]) -> Ite
         for k in keys:
             for t in chat[k]:
                 days.setdefault(t["dia_id"].split(":")[0], []).append(f"{t['speaker']}: {t['clean_text']}")
-        for lines in days.values():
-            text = "\n".join(lines)
-            if 1500 <= count(text) <= 6000:
-                found += 1
-                if found > skip:
-                    yield text
-                if found >= skip + limit:
-                    return
+        yield from ("\n".join(lines) for lines in days.values())
+
+
+def sessions(limit: int, skip: int, count: Callable[[str], int]) -> Iterator[str]:
+    """The check's texts: histories of 1,500-6,000 tokens, in file order."""
+    return sized(oracle_texts(), limit, skip, count)
+
+
+def realtalk_sessions(limit: int, skip: int, count: Callable[[str], int]) -> Iterator[str]:
+    """The check's REALTALK texts: days of a chat of 1,500-6,000 tokens."""
+    return sized(realtalk_texts(), limit, skip, count)
 
 
 class Meter:
