@@ -76,6 +76,43 @@ def test_output_always_fits_and_is_valid(msgs, budget) -> None:
             assert m["content"] in [x.get("content") for x in res.messages]
 
 
+@st.composite
+def chats_between_people(draw):
+    """Two named people taking turns (the engine's people mode), with a separate
+    question about either of them."""
+    people = draw(st.sampled_from([("Emi", "Kate Lee"), ("ana", "Bo")]))
+    msgs = []
+    for i in range(draw(st.integers(2, 40))):
+        who = draw(st.sampled_from([0, 1]))
+        words = " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=60)))
+        msgs.append({"role": ("user", "assistant")[who], "content": f"{people[who]}: {words}"})
+    query = f"What did {draw(st.sampled_from(people)).split()[0]} say about {draw(st.sampled_from(WORDS))}?"
+    return msgs, query
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chats_between_people(), st.integers(40, 2000))
+def test_chats_between_people_fit_and_stay_valid(chat, budget) -> None:
+    from ctxfold.engine.messages import parse_messages, people_in_chat
+
+    msgs, query = chat
+    if len({m["role"] for m in msgs}) == 2:
+        assert people_in_chat(parse_messages(msgs, ctxfold.get_tokenizer(encoding="cl100k_base"))) is not None
+    try:
+        res = ENGINE.optimize(msgs, query=query, budget=budget)
+    except BudgetError:
+        needed = count_messages(must_be_present(msgs), encoding="cl100k_base")
+        assert needed > budget, "only the current turn may make a budget infeasible"
+        return
+    assert res.tokens <= budget
+    assert res.tokens == count_messages(res.messages, encoding="cl100k_base")
+    check_valid(res.messages)
+    last_user = max(i for i, m in enumerate(msgs) if m["role"] == "user") if any(
+        m["role"] == "user" for m in msgs) else None
+    if last_user is not None:
+        assert res.items[last_user].status != "dropped"
+
+
 def test_everything_kept_when_it_fits() -> None:
     msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     res = ENGINE.optimize(msgs, budget=1000)
