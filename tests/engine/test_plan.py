@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ctxfold import BudgetError
+from ctxfold.engine.cache import EngineCache
 from ctxfold.engine.compaction import placeholder
 from ctxfold.engine.config import EngineConfig
 from ctxfold.engine.messages import parse_messages
@@ -16,10 +17,18 @@ from ctxfold.engine.plan import (
     CLEAR, DROP, KEEP, LENGTH_POWER, PEOPLE_LENGTH_POWER, SEAM_SLACK, SUMMARY, SUMMARY_MARKER, current_turn, length_weights, plan_items,
     tool_groups,
 )
+from ctxfold.engine.run import RunContext
+from ctxfold.summarize.head_tail import HeadTailSummarizer
 from ctxfold.tokens import REPLY_PRIMING, get_tokenizer
 
 TOK = get_tokenizer(encoding="cl100k_base")
 CONFIG = EngineConfig()
+
+
+def run(budget: int, config: EngineConfig = CONFIG, **facts) -> RunContext:
+    """A run of `budget` tokens with a fresh cache; planning reads no summarizer, embedder or query."""
+    return RunContext(tokenizer=TOK, config=config, cache=EngineCache(), summarizer=HeadTailSummarizer(tokenizer=TOK),
+                      embedder=None, budget=budget, query="", **facts)
 
 
 def text_tokens(it) -> int:
@@ -57,7 +66,7 @@ def chat(turns: int, system: bool = True) -> list[dict]:
 def test_everything_kept_when_it_fits():
     items = parse_messages(chat(3), TOK)
     budget = sum(it.tokens for it in items) + REPLY_PRIMING
-    plan = plan_items(items, np.ones(len(items)), budget, CONFIG, TOK)
+    plan = plan_items(items, np.ones(len(items)), run(budget))
     assert plan.choices == [KEEP] * len(items)
     assert plan.current == [len(items) - 1]
 
@@ -66,7 +75,7 @@ def test_chosen_forms_fit_the_room_and_the_best_scored_history_wins():
     items = parse_messages(chat(8), TOK)
     scores = np.full(len(items), 0.1)
     scores[3:5] = 1.0  # the second exchange
-    plan = plan_items(items, scores, 400, CONFIG, TOK)
+    plan = plan_items(items, scores, run(400))
     assert planned_cost(items, plan) <= 400 - REPLY_PRIMING
     assert plan.choices[0] == KEEP  # system
     assert plan.choices[3] != DROP and plan.choices[4] != DROP
@@ -83,14 +92,14 @@ def test_pinned_message_kept_verbatim_whatever_its_score():
     items = parse_messages(msgs, TOK)
     scores = np.linspace(1.0, 0.5, len(items))
     scores[1] = 0.0
-    plan = plan_items(items, scores, 400, CONFIG, TOK)
+    plan = plan_items(items, scores, run(400))
     assert plan.choices[1] == KEEP
 
 
 def test_current_turn_shortened_never_dropped():
     msgs = [*chat(2), {"role": "user", "content": " ".join(f"w{k}" for k in range(1500))}]
     items = parse_messages(msgs, TOK)
-    plan = plan_items(items, np.ones(len(items)), 300, CONFIG, TOK)
+    plan = plan_items(items, np.ones(len(items)), run(300))
     last = len(items) - 1
     assert plan.current == [last]
     assert plan.choices[last] in (SUMMARY, CLEAR) and 0 < plan.cuts[last] < text_tokens(items[last])
@@ -106,7 +115,7 @@ def test_current_turn_includes_the_tool_round_the_input_ends_with():
     items = parse_messages(msgs, TOK)
     n = len(items)
     assert current_turn(items) == [n - 4, n - 3, n - 2, n - 1]
-    plan = plan_items(items, np.zeros(n), 350, CONFIG, TOK)
+    plan = plan_items(items, np.zeros(n), run(350))
     assert all(plan.choices[i] != DROP for i in range(n - 4, n))
     assert plan.choices[n - 3] == KEEP  # the call itself stays whole
     assert planned_cost(items, plan) <= 350 - REPLY_PRIMING
@@ -122,7 +131,7 @@ def test_tool_call_and_its_results_share_one_choice():
     items = parse_messages(msgs, TOK)
     scores = np.zeros(len(items))
     scores[1] = 1.0  # the first call scores high, its result low
-    plan = plan_items(items, scores, 250, CONFIG, TOK, protect_recent=False)
+    plan = plan_items(items, scores, run(250, protect_recent=False))
     groups = tool_groups(items)
     for g in set(groups.tolist()) - {-1}:
         dropped = {plan.choices[i] == DROP for i in range(len(items)) if groups[i] == g}
@@ -135,8 +144,8 @@ def test_protect_recent_false_leaves_the_last_turns_unprotected():
     items = parse_messages(chat(8), TOK)
     n = len(items)
     scores = np.linspace(1.0, 0.0, n)  # the recent turns score lowest
-    protected = plan_items(items, scores, 450, CONFIG, TOK)
-    free = plan_items(items, scores, 450, CONFIG, TOK, protect_recent=False)
+    protected = plan_items(items, scores, run(450))
+    free = plan_items(items, scores, run(450, protect_recent=False))
     tail = range(n - CONFIG.protect_last, n - 1)
     assert all(protected.choices[i] != DROP for i in tail)
     assert any(free.choices[i] == DROP for i in tail)
@@ -147,7 +156,7 @@ def test_protect_recent_false_leaves_the_last_turns_unprotected():
 def test_budget_below_the_fixed_messages_is_a_budget_error():
     items = parse_messages([{"role": "system", "content": "rule " * 200}, {"role": "user", "content": "hi"}], TOK)
     with pytest.raises(BudgetError, match="raise the budget or unpin messages"):
-        plan_items(items, np.ones(2), 100, CONFIG, TOK)
+        plan_items(items, np.ones(2), run(100))
 
 
 @st.composite
@@ -179,7 +188,7 @@ def test_plan_promises_hold_for_random_scores_and_costs(msgs, data, protect_rece
     full = sum(it.tokens for it in items) + REPLY_PRIMING
     budget = data.draw(st.integers(min(80, full), full + 10))
     try:
-        plan = plan_items(items, scores, budget, CONFIG, TOK, protect_recent=protect_recent)
+        plan = plan_items(items, scores, run(budget, protect_recent=protect_recent))
     except BudgetError:
         assume(False)
     assert planned_cost(items, plan) <= budget - REPLY_PRIMING
@@ -223,7 +232,7 @@ def test_a_long_relevant_message_is_not_traded_for_two_shorter_weaker_ones():
     scores = np.array([0.0, 1.0, 0.84, 0.84, 0.0, 0.5])
     # Room for the long message or for two short ones, not for both.
     budget = items[0].tokens + items[-1].tokens + REPLY_PRIMING + 110
-    plan = plan_items(items, scores, budget, EngineConfig(protect_last=0), TOK)
+    plan = plan_items(items, scores, run(budget, EngineConfig(protect_last=0)))
     assert plan.choices[1] == KEEP
     assert plan.choices[2] == plan.choices[3] == DROP
 

@@ -6,10 +6,13 @@ import numpy as np
 import pytest
 
 from ctxfold import count_messages
+from ctxfold.engine.cache import EngineCache
 from ctxfold.engine.compaction import Edit, placeholder
+from ctxfold.engine.config import EngineConfig
 from ctxfold.engine.messages import parse_messages
 from ctxfold.engine.plan import CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_MARKER, Plan, gap_marker
 from ctxfold.engine.render import render
+from ctxfold.engine.run import RunContext
 from ctxfold.errors import CtxFoldError
 from ctxfold.summarize.head_tail import HeadTailSummarizer
 from ctxfold.tokens import REPLY_PRIMING, get_tokenizer
@@ -48,7 +51,9 @@ def make_plan(choices, targets=None, cuts=None, gap_markers=False, duplicates=No
 def run(items, plan, budget=BIG, summarizer=SUMMARIZER, scores=None, **kwargs):
     scores = scores if scores is not None else np.linspace(0.9, 0.1, len(items))
     layers = {"semantic": scores}
-    return render(items, plan, scores, layers, budget, TOK, summarizer, **kwargs)
+    context = RunContext(tokenizer=TOK, config=EngineConfig(), cache=EngineCache(), summarizer=summarizer,
+                         embedder=None, budget=budget, query="")
+    return render(items, plan, scores, layers, context, **kwargs)
 
 
 PLAN = [KEEP, SUMMARY, DROP, KEEP, CLEAR, DROP, SUMMARY]

@@ -7,10 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from ctxfold.engine.config import DEFAULT_WEIGHTS
+from ctxfold.engine.cache import EngineCache
+from ctxfold.engine.config import DEFAULT_WEIGHTS, EngineConfig
 from ctxfold.engine.messages import parse_messages
 from ctxfold.engine.results import LAYER_NAMES
+from ctxfold.engine.run import RunContext
 from ctxfold.engine.scoring import recency_applies, score_items
+from ctxfold.summarize.head_tail import HeadTailSummarizer
 from ctxfold.tokens import get_tokenizer
 
 TOK = get_tokenizer(encoding="cl100k_base")
@@ -26,7 +29,10 @@ CHAT = [
 
 def scored(messages, query, weights=None, half_life=20.0):
     items = parse_messages(messages, TOK)
-    return items, *score_items(items, query, weights or DEFAULT_WEIGHTS, half_life)
+    config = EngineConfig(weights=dict(weights or DEFAULT_WEIGHTS), half_life_turns=half_life)
+    context = RunContext(tokenizer=TOK, config=config, cache=EngineCache(), summarizer=HeadTailSummarizer(tokenizer=TOK),
+                         embedder=None, budget=config.budget, query=query)
+    return items, *score_items(items, context)
 
 
 def test_layers_are_all_there_and_total_is_their_weighted_sum():

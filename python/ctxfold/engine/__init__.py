@@ -9,7 +9,9 @@
 - `plan`: one choice per message, a knapsack that fits the budget exactly;
 - `render`: the chosen forms assembled into messages, and the report.
 
-`context_engine.ContextEngine` runs them; `session` keeps a stable prefix
+`context_engine.ContextEngine` runs them, handing each stage one
+`run.RunContext` (tokenizer, config, cache, summarizer, embedder and the
+call's budget and query); `session` keeps a stable prefix
 across turns; `archive` keeps what was removed; `layers` sizes the memory and
 knowledge layers; `cache` holds counts, terms, embeddings and summaries;
 `config` and `results` are the settings and what comes back.

@@ -22,6 +22,7 @@ from ctxfold.errors import InvalidInputError, InvalidTypeError
 from ctxfold.engine.layers import layer_messages
 from ctxfold.engine.plan import Plan, current_turn, hard_protected, plan_context, tool_groups
 from ctxfold.engine.render import render
+from ctxfold.engine.run import RunContext
 from ctxfold.engine.scoring import recency_applies, score_items
 from ctxfold.summarize.protocol import Summarizer
 from ctxfold.text.arc import ConversationArc, MessageFacts, arc_of, message_facts
@@ -169,21 +170,18 @@ class ContextEngine:
         question_is_current = last_user is None or query == last_user
         lap("parse")
         tokens_in = sum(sizes) + REPLY_PRIMING
-        scores, layers = score_items(
-            items, query, self.config.weights, self.config.half_life_turns, self.embedder, self.cache
-        )
-        lap("score")
-        items, edits, plan = plan_context(
-            items, scores, budget, self.config, self.tokenizer, self.cache, question_is_current,
+        run = self._run(
+            budget, query, question_is_current=question_is_current,
             # A separate query about the past is answered wherever its evidence is: the
             # latest turns then get no protection beyond the current one's.
             protect_recent=question_is_current or recency_applies(query),
         )
+        scores, layers = score_items(items, run)
+        lap("score")
+        items, edits, plan = plan_context(items, scores, run)
         strategy = plan.strategy
         lap("plan")
-        out, tokens, results = render(
-            items, plan, scores, layers, budget, self.tokenizer, self.summarizer, self.cache, edits, sizes
-        )
+        out, tokens, results = render(items, plan, scores, layers, run, edits, sizes)
         lap("render")
         self._archive_changed(items, results)
         counts = {s: sum(r.status == s for r in results) for s in ("kept", "summarized", "cleared", "dropped")}
@@ -274,6 +272,14 @@ class ContextEngine:
         return self._embedder
 
     # -- helpers ---------------------------------------------------------------------
+
+    def _run(self, budget: int, query: str, *, question_is_current: bool = True, protect_recent: bool = True) -> RunContext:
+        """The engine's tools and settings with the facts of one call, for its stages."""
+        return RunContext(
+            tokenizer=self.tokenizer, config=self.config, cache=self.cache, summarizer=self.summarizer,
+            embedder=self.embedder, budget=budget, query=query, question_is_current=question_is_current,
+            protect_recent=protect_recent,
+        )
 
     def _arc(self, items: Sequence[Item]) -> ConversationArc:
         """The conversation arc of the parsed messages, on the scoring

@@ -18,13 +18,13 @@ import numpy as np
 from ctxfold._core import Tokenizer, select_options
 from ctxfold.engine.compaction import CLEARABLE_KINDS, Edit, apply_edits, later_copies, placeholder, structural_pass
 from ctxfold.engine.config import EngineConfig
-from ctxfold.engine.cache import EngineCache
 from ctxfold.engine.messages import people_in_chat
 from ctxfold.errors import BudgetError
 from ctxfold.text.entity_repository import critical_messages
 from ctxfold.engine.chunks import CHUNK_SIZE, LEVEL2_SHARE, Chunk, chunk_marker, make_chunks, movable_for_chunks
 from ctxfold.tokens import REPLY_PRIMING, count_messages
 from ctxfold.engine.results import STATE_KINDS, Item
+from ctxfold.engine.run import RunContext
 
 __all__ = [
     "Plan", "plan_context", "plan_items", "choose_strategy", "zones", "pull_in_neighbours", "current_turn", "count_gap_markers",
@@ -236,21 +236,13 @@ def count_gap_markers(present: Sequence[bool]) -> int:
     return markers
 
 
-def plan_context(
-    items: Sequence[Item],
-    scores: np.ndarray,
-    budget: int,
-    config: EngineConfig,
-    tokenizer: Tokenizer,
-    cache: EngineCache | None = None,
-    question_is_current: bool = True,
-    protect_recent: bool = True,
-) -> tuple[list[Item], dict[int, Edit], Plan]:
+def plan_context(items: Sequence[Item], scores: np.ndarray, run: RunContext) -> tuple[list[Item], dict[int, Edit], Plan]:
     """Every decision about the context: the strategy (everything as it is
     when it fits, under ``full`` or ``auto``), then the structural edits (the
     cheap, reversible forms, until the messages fit; protected messages
     untouched), then one choice per message (`plan_items`). Returns the
     items as edited, the edits by index, and the plan."""
+    budget, config, tokenizer = run.budget, run.config, run.tokenizer
     needed = sum(it.tokens for it in items) + REPLY_PRIMING
     strategy: str = config.strategy
     if strategy == "auto" or needed <= budget:
@@ -261,30 +253,18 @@ def plan_context(
     keep = np.array([hard_protected(it) for it in items], dtype=bool) | soft_protected(items, config)
     edits = structural_pass(items, budget - REPLY_PRIMING, keep.tolist(), tokenizer, config.max_tool_output_tokens)
     compacted = apply_edits(items, edits, tokenizer)
-    plan = plan_items(
-        compacted, scores, budget, config, tokenizer, "optimal" if strategy == "full" else strategy, cache,
-        question_is_current, protect_recent,
-    )
+    plan = plan_items(compacted, scores, run, "optimal" if strategy == "full" else strategy)
     return compacted, edits, plan
 
 
-def plan_items(
-    items: Sequence[Item],
-    scores: np.ndarray,
-    budget: int,
-    config: EngineConfig,
-    tokenizer: Tokenizer,
-    strategy: str = "optimal",
-    cache: EngineCache | None = None,
-    question_is_current: bool = True,
-    protect_recent: bool = True,
-) -> Plan:
-    """One choice per message; `question_is_current` says that the last user
-    message is what the next answer is for (no other query was given), so
-    its verbatim form outranks any history; otherwise it is still always
-    present, but its form is traded against the history by value.
-    `protect_recent`: whether the last `config.protect_last` messages are
-    soft-protected."""
+def plan_items(items: Sequence[Item], scores: np.ndarray, run: RunContext, strategy: str = "optimal") -> Plan:
+    """One choice per message within `run.budget`; `run.question_is_current`
+    says that the last user message is what the next answer is for (no other
+    query was given), so its verbatim form outranks any history; otherwise it
+    is still always present, but its form is traded against the history by
+    value. `run.protect_recent`: whether the last `config.protect_last`
+    messages are soft-protected."""
+    budget, config, tokenizer, cache = run.budget, run.config, run.tokenizer, run.cache
     n = len(items)
     room = budget - REPLY_PRIMING
     hard = np.array([hard_protected(it) for it in items], dtype=bool)
@@ -299,19 +279,18 @@ def plan_items(
             f"budget: the system prompt, pinned messages and tool definitions alone need {fixed + REPLY_PRIMING} "
             f"tokens but the budget is {budget} ({fixed - room} over); raise the budget or unpin messages"
         )
-    cache = cache if cache is not None else EngineCache()
     contents = [it.message.get("content") for it in items]
     strings = [c for c in contents if isinstance(c, str)]
     by_text = dict(zip(strings, cache.count_texts(strings, tokenizer)))
     text_tokens = [by_text[c] if isinstance(c, str) else 0 for c in contents]
     current = [i for i in current_turn(items) if not fixed_mask[i]]
     last_user = max((i for i, it in enumerate(items) if it.role == "user"), default=None)
-    traded = {last_user} if not question_is_current and last_user in current else set()
+    traded = {last_user} if not run.question_is_current and last_user in current else set()
     cuts, cut_costs = _current_forms(
         items, current, text_tokens, room - fixed, budget, fixed, {i: config.summary_ratio for i in traded}
     )
     zone = zones(items, strategy, room)
-    soft = (soft_protected(items, config, protect_recent) | np.array([z == "window" for z in zone])
+    soft = (soft_protected(items, config, run.protect_recent) | np.array([z == "window" for z in zone])
             | critical_protected(items, config, room)) & ~hard
     targets: dict[int, int] = {}
     marker = int(tokenizer.count(SUMMARY_MARKER))

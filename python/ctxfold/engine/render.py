@@ -18,6 +18,7 @@ from ctxfold.engine.plan import CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_
 from ctxfold.summarize.protocol import Summarizer
 from ctxfold.tokens import REPLY_PRIMING, count_messages, message_costs
 from ctxfold.engine.results import Item, ItemResult, Status
+from ctxfold.engine.run import RunContext
 
 __all__ = ["render"]
 
@@ -29,17 +30,14 @@ def render(
     plan: Plan,
     scores: np.ndarray,
     layers: dict[str, np.ndarray],
-    budget: int,
-    tokenizer: Tokenizer,
-    summarizer: Summarizer,
-    cache: EngineCache | None = None,
+    run: RunContext,
     edits: dict[int, Edit] | None = None,
     tokens_in: Sequence[int] | None = None,
 ) -> tuple[list[dict[str, Any]], int, list[ItemResult]]:
     """The plan's messages in order. Every form is held to the size the plan
-    priced it at, so the result fits `budget` by construction; `tokens_in`
+    priced it at, so the result fits `run.budget` by construction; `tokens_in`
     are the caller's message sizes (before any structural cut) for the report."""
-    cache = EngineCache() if cache is None else cache
+    budget, tokenizer, summarizer, cache = run.budget, run.tokenizer, run.summarizer, run.cache
     contents = _summaries(items, plan, summarizer, cache, tokenizer)
     for i, limit in plan.cuts.items():
         contents[i] = head_tail(str(items[i].message.get("content") or ""), limit, tokenizer)

@@ -33,6 +33,7 @@ from ctxfold.engine.cache import EngineCache
 from ctxfold.engine.messages import people_in_chat
 from ctxfold.text.entities import extract_entities
 from ctxfold.engine.results import LAYER_NAMES, STATE_KINDS, Item
+from ctxfold.engine.run import RunContext
 
 __all__ = ["score_items", "recency_applies", "LAYER_NAMES"]
 
@@ -70,24 +71,17 @@ _PRESENT = re.compile(
 )
 
 
-def score_items(
-    items: Sequence[Item],
-    query: str,
-    weights: dict[str, float],
-    half_life_turns: float,
-    embedder: Any = None,
-    cache: EngineCache | None = None,
-) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Total scores and each layer's scores (arrays aligned with `items`).
-    `embedder` (anything with `encode(texts) -> array`) adds dense similarity
-    to the semantic layer; None leaves it lexical (BM25) only. `cache` keeps
-    what does not depend on the query (BM25 term counts, structure scores)
-    from one call to the next."""
-    cache = cache if cache is not None else EngineCache()
+def score_items(items: Sequence[Item], run: RunContext) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Total scores and each layer's scores (arrays aligned with `items`) for
+    `run.query`. `run.embedder` adds dense similarity to the semantic layer;
+    None leaves it lexical (BM25) only. `run.cache` keeps what does not
+    depend on the query (BM25 term counts, structure scores) from one call
+    to the next."""
+    query, cache, half_life_turns = run.query, run.cache, run.config.half_life_turns
     texts = [it.text for it in items]
     people = people_in_chat(items)
     layers = {
-        "semantic": semantic_layer(texts, query, embedder, cache),
+        "semantic": semantic_layer(texts, query, run.embedder, cache),
         "entity": entity_layer(texts, query),
         "recency": recency_layer(items, half_life_turns) if recency_applies(query) else np.zeros(len(items)),
         "intent": intent_layer(items, query, people),
@@ -96,7 +90,7 @@ def score_items(
         "structure": structure_layer(items, cache) if people is None else np.zeros(len(items)),
     }
     layers["cross_reference"] = cross_reference_layer(items, layers["semantic"])
-    total = sum(weights.get(name, 0.0) * layers[name] for name in LAYER_NAMES)
+    total = sum(run.config.weights.get(name, 0.0) * layers[name] for name in LAYER_NAMES)
     return np.asarray(total, dtype=np.float64), layers
 
 

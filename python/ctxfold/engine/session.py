@@ -87,6 +87,8 @@ class Turn(msgspec.Struct):
     repairs: list[Any]
     new: bool
     """Whether the current turn started in this call (its quote is chosen now)."""
+    budget: int
+    """The call's token limit."""
     scores: Any = None
     """The engine's value of each message for the question, once a quote needs it."""
 
@@ -190,7 +192,8 @@ class CacheAwareSession:
             self._key, before = key, 0
         current = _current_start(items)
         # A quote is chosen once per turn and stays in the prefix after it, so later calls read it from the cache.
-        turn = Turn(items, query, current, repairs, new=current >= len(self._inputs) or self._turn != current)
+        turn = Turn(items, query, current, repairs, new=current >= len(self._inputs) or self._turn != current,
+                    budget=budget)
         total = self._tokens() + sum(it.tokens for it in items[self._end():]) + REPLY_PRIMING
         if reason is None:
             grown = sum(it.tokens for it in items[len(self._inputs):])
@@ -317,8 +320,7 @@ class CacheAwareSession:
             from ctxfold.engine.scoring import score_items
 
             engine = self.engine
-            turn.scores, _ = score_items(turn.items, turn.query, engine.config.weights, engine.config.half_life_turns,
-                                         engine.embedder, engine.cache)
+            turn.scores, _ = score_items(turn.items, engine._run(turn.budget, turn.query))
         return turn.scores
 
     def _quote(self, turn: Turn, *, room: int) -> tuple[dict[str, Any] | None, int, list[int]]:

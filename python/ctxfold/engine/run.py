@@ -1,0 +1,34 @@
+"""`RunContext`: what stays the same through one `optimize` call, handed to
+every stage in one piece instead of as loose parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ctxfold._core import Tokenizer
+from ctxfold.engine.cache import EngineCache
+from ctxfold.engine.config import EngineConfig
+from ctxfold.summarize.protocol import Summarizer
+
+__all__ = ["RunContext"]
+
+
+class RunContext(msgspec.Struct, frozen=True, kw_only=True):
+    """The engine's tools and settings, and the facts of the call that no stage changes."""
+
+    tokenizer: Tokenizer
+    config: EngineConfig
+    cache: EngineCache
+    summarizer: Summarizer
+    embedder: Any
+    """The dense half of the semantic layer (anything with `embed`), or None for BM25 alone."""
+    budget: int
+    """The token limit of the whole context, reply priming included."""
+    query: str
+    """What the next answer is about: what scoring ranks the messages for."""
+    question_is_current: bool = True
+    """The query is the last user message, so its verbatim form outranks any history."""
+    protect_recent: bool = True
+    """Whether the last `config.protect_last` messages are soft-protected."""
