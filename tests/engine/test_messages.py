@@ -177,6 +177,8 @@ def test_the_name_field_names_the_speaker():
     [{"role": "user", "content": "Emi: hi"}, {"role": "assistant", "content": "Emi: hi again"}],
     # nobody on the other side
     [{"role": "user", "content": "Emi: hi"}],
+    # a transcript's role labels are not people
+    [{"role": "user", "content": "Human: hi"}, {"role": "assistant", "content": "AI: hello"}],
 ])
 def test_other_chats_are_not_between_people(messages):
     assert people_in_chat(parse_messages(messages, TOK)) is None

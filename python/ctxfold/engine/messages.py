@@ -44,6 +44,8 @@ ROLES = ("system", "developer", "user", "assistant", "tool")
 _SPEAKER = re.compile(r"\s*([^\W\d_][\w'.-]*(?: [^\W\d_][\w'.-]*){0,2}):\s")
 # Share of a role's messages that must come from its one speaker for the chat to be between people.
 PEOPLE_SHARE = 0.9
+# Role labels that transcripts put before messages ("Human: ", "AI: "): not people.
+ROLE_LABELS = frozenset({"user", "assistant", "human", "ai", "bot", "system", "model", "agent", "tool"})
 #: Hex digits of a derived id: collisions stay improbable far beyond 100k messages.
 ID_HEX_DIGITS = 12
 
@@ -320,7 +322,7 @@ def people_in_chat(items: Sequence[Item]) -> tuple[str, str] | None:
         if not names:
             return None
         top, count = Counter(names).most_common(1)[0]
-        if top is None or count < PEOPLE_SHARE * len(names):
+        if top is None or top.lower() in ROLE_LABELS or count < PEOPLE_SHARE * len(names):
             return None
         found.append(top)
     return (found[0], found[1]) if found[0] != found[1] else None
