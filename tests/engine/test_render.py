@@ -139,3 +139,21 @@ def test_a_plan_over_the_budget_is_an_internal_error():
     run(items, make_plan([KEEP] * len(items)), budget=full)
     with pytest.raises(CtxFoldError, match="internal error: the rendered context is"):
         run(items, make_plan([KEEP] * len(items)), budget=full - 1)
+
+
+@pytest.mark.parametrize("target", [24, 60])
+def test_a_summary_keeps_the_date_note_of_its_message(target):
+    from ctxfold.engine.messages import with_date_annotations
+
+    said = "Yesterday I went to the market and bought apples, pears and plums for the party. " * 4
+    items = with_date_annotations(parse_messages([
+        {"role": "user", "content": said, "timestamp": "2023-05-08T10:00:00"},
+        {"role": "user", "content": "what did I buy?"},
+    ], TOK), TOK)
+    plan = make_plan([SUMMARY, KEEP], targets={0: target})
+    for summarizer in (SUMMARIZER, Verbose()):
+        messages, total, _ = run(items, plan, summarizer=summarizer)
+        content = messages[0]["content"]
+        assert content.startswith(SUMMARY_MARKER) and content.endswith("\n[dates: Yesterday = 2023-05-07]")
+        assert TOK.count(content) <= TOK.count(SUMMARY_MARKER) + target + SEAM_SLACK
+        assert total == count_messages(messages, tokenizer=TOK)

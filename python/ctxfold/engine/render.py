@@ -16,6 +16,7 @@ from ctxfold.engine.chunks import Chunk, chunk_marker
 from ctxfold.errors import CtxFoldError
 from ctxfold.engine.plan import CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_MARKER, Plan, gap_marker, hard_protected
 from ctxfold.summarize.protocol import Summarizer
+from ctxfold.text.temporal import split_date_note
 from ctxfold.tokens import REPLY_PRIMING, count_messages, message_costs
 from ctxfold.engine.results import Item, ItemResult, Status
 from ctxfold.engine.run import RunContext
@@ -112,9 +113,36 @@ def _summaries(
     turn re-summarises nothing old. Summaries are made without the query for
     the same reason: the query changes every turn, the old messages do not."""
     order = sorted(plan.summary_targets)
-    texts = [str(items[i].message.get("content") or "") for i in order]
-    found = _cached_summaries([(t, plan.summary_targets[i]) for t, i in zip(texts, order)], summarizer, cache)
-    return {i: _within(SUMMARY_MARKER, s, plan.summary_targets[i], tokenizer) for i, s in zip(order, found)}
+    # A message's date note is kept whole after its summary: a summary keeps
+    # "yesterday" but not always the line that says which day that was.
+    parts = [_with_room_for_note(str(items[i].message.get("content") or ""), plan.summary_targets[i], tokenizer)
+             for i in order]
+    found = _cached_summaries([(body, target) for body, _, target in parts], summarizer, cache)
+    out: dict[int, str] = {}
+    for i, (body, note, target), summary in zip(order, parts, found):
+        text = _within(SUMMARY_MARKER, summary, target, tokenizer)
+        if note:
+            noted = f"{text}\n{note}"
+            # The whole must still fit what the plan priced for the message.
+            limit = int(tokenizer.count(SUMMARY_MARKER)) + plan.summary_targets[i] + SEAM_SLACK
+            text = noted if int(tokenizer.count(noted)) <= limit else _within(
+                SUMMARY_MARKER, summary, plan.summary_targets[i], tokenizer)
+        out[i] = text
+    return out
+
+
+# The fewest tokens a summary keeps beside a date note (a short sentence).
+MIN_NOTED_SUMMARY = 8
+
+
+def _with_room_for_note(content: str, target: int, tokenizer: Tokenizer) -> tuple[str, str, int]:
+    """(text to summarise, date note to append, the summary's own target):
+    the note's tokens come out of the target when a short sentence is left."""
+    body, note = split_date_note(content)
+    if not note:
+        return content, "", target
+    rest = target - int(tokenizer.count("\n" + note))
+    return (body, note, rest) if rest >= MIN_NOTED_SUMMARY else (content, "", target)
 
 
 def _within(prefix: str, text: str, target: int, tokenizer: Tokenizer) -> str:

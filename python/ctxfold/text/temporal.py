@@ -47,7 +47,7 @@ from ctxfold.errors import InvalidInputError, InvalidTypeError
 
 __all__ = [
     "DateReference", "resolve_dates", "annotate_dates", "date_note", "with_date_note", "anchor_date",
-    "strip_date_annotations",
+    "strip_date_annotations", "split_date_note",
 ]
 
 # Confidence of each kind of resolution: words that name one day exactly,
@@ -317,6 +317,13 @@ def with_date_note(text: str, anchor: Any, *, min_confidence: float = MIN_ANNOTA
         return text
     note = date_note(text, anchor, min_confidence=min_confidence)
     return f"{text}\n{note}" if note else text
+
+
+def split_date_note(text: str) -> tuple[str, str]:
+    """`text` without the note `with_date_note` added, and that note ("" when
+    there is none)."""
+    found = _NOTE.search(text)
+    return (text[:found.start()], found.group()[1:]) if found else (text, "")
 
 
 def strip_date_annotations(text: str) -> str:
