@@ -58,19 +58,28 @@ def check_valid(messages) -> None:
             assert m["tool_call_id"] in open_calls
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(conversations(), st.integers(40, 3000))
-def test_output_always_fits_and_is_valid(msgs, budget) -> None:
+def fitted(engine, msgs, budget, **kwargs):
+    """`engine.optimize(...)` checked to fit exactly and be valid; None when the
+    budget is infeasible, which only protected content and the current turn may make it."""
     try:
-        res = ENGINE.optimize(msgs, budget=budget)
+        res = engine.optimize(msgs, budget=budget, **kwargs)
     except BudgetError:
         needed = count_messages(must_be_present(msgs), encoding="cl100k_base")
         assert needed > budget, "only protected content and the current turn may make a budget infeasible"
-        return
+        return None
     assert res.tokens <= budget
     assert res.tokens == count_messages(res.messages, encoding="cl100k_base")
     check_valid(res.messages)
     assert len(res.items) == len(msgs)
+    return res
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversations(), st.integers(40, 3000))
+def test_output_always_fits_and_is_valid(msgs, budget) -> None:
+    res = fitted(ENGINE, msgs, budget)
+    if res is None:
+        return
     for m in msgs:
         if m["role"] == "system":
             assert m["content"] in [x.get("content") for x in res.messages]
@@ -98,15 +107,9 @@ def test_chats_between_people_fit_and_stay_valid(chat, budget) -> None:
     msgs, query = chat
     if len({m["role"] for m in msgs}) == 2:
         assert people_in_chat(parse_messages(msgs, ctxfold.get_tokenizer(encoding="cl100k_base"))) is not None
-    try:
-        res = ENGINE.optimize(msgs, query=query, budget=budget)
-    except BudgetError:
-        needed = count_messages(must_be_present(msgs), encoding="cl100k_base")
-        assert needed > budget, "only the current turn may make a budget infeasible"
+    res = fitted(ENGINE, msgs, budget, query=query)
+    if res is None:
         return
-    assert res.tokens <= budget
-    assert res.tokens == count_messages(res.messages, encoding="cl100k_base")
-    check_valid(res.messages)
     last_user = max(i for i, m in enumerate(msgs) if m["role"] == "user") if any(
         m["role"] == "user" for m in msgs) else None
     if last_user is not None:
@@ -562,16 +565,7 @@ STRATEGY_ENGINES = {s: ContextEngine(encoding="cl100k_base", config=EngineConfig
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations(), st.integers(40, 3000), st.sampled_from(sorted(STRATEGY_ENGINES)))
 def test_every_strategy_always_fits_and_is_valid(msgs, budget, strategy) -> None:
-    try:
-        res = STRATEGY_ENGINES[strategy].optimize(msgs, budget=budget)
-    except BudgetError:
-        needed = count_messages(must_be_present(msgs), encoding="cl100k_base")
-        assert needed > budget, "only protected content and the current turn may make a budget infeasible"
-        return
-    assert res.tokens <= budget
-    assert res.tokens == count_messages(res.messages, encoding="cl100k_base")
-    check_valid(res.messages)
-    assert len(res.items) == len(msgs)
+    fitted(STRATEGY_ENGINES[strategy], msgs, budget)
 
 
 def test_concurrent_aoptimize_on_one_engine() -> None:
