@@ -26,7 +26,7 @@ SENTENCES = [
     "In {count} {unit} from now {name} and I will visit {place}; on {weekday} we have to pack.",
     "Mr. {name} McGregor met Dr. {name} at the University of Michigan in {month} {year}.",
     "Call me {name}. I work at {org} as a nurse, and I live in {place}.",
-    "Use `engine.optimize()` or ContextEngine.run() in C:\\Users\\{word}\\notes.txt and ~/work/{word}.md.",
+    "Use `engine.optimize()` or ContextEngine.run() in C:\\Users\\{word}\\notes.txt and ~/notes/{word}.md.",
     "That was {money2} dollars, about {percent} percent more than version 2.1 cost at 7 a.m. or noon.",
     "My goal is to finish the {word} draft before the end of the month, and our meeting moved to {date2}.",
     "This may be fine: next May we go to New York City, this past weekend we stayed in Salt Lake City.",
@@ -86,9 +86,9 @@ def _lines(texts: list[str]) -> list[str]:
 
 # sha256 of the lines above for conversation(seed) with seed 0, 1 and 2, computed with the regex-per-kind scanner.
 EXPECTED = {
-    0: "9ce9922d132b6fceafb4afb40f2142dda22261386aec19cc9522c0b3b63ea6a5",
-    1: "94244fa936e05ba9a933bfa45ff11584814b120bb6f86cbb3c33e11b7292f4a0",
-    2: "01f0a344a1bf69ffbd7feb416da8925e1cb457fb845a5fc9607e1ed0e3371195",
+    0: "3c7d06b6f83cbcd340fe22a9e8ac998fd6765462ed641036eecd0baff579fba6",
+    1: "0aef4b4bc61c64acbd611b8ebc1ade08fde5e8dee8b768fc583df572af3a840f",
+    2: "80011e5917221b63d55b9924a5c929038caeaead17bf89ff5381e09ecf824ccd",
 }
 
 
