@@ -118,13 +118,14 @@ def _summaries(
     parts = [_with_room_for_note(str(items[i].message.get("content") or ""), plan.summary_targets[i], tokenizer)
              for i in order]
     found = _cached_summaries([(body, target) for body, _, target in parts], summarizer, cache)
+    marker = int(tokenizer.count(SUMMARY_MARKER))
     out: dict[int, str] = {}
     for i, (body, note, target), summary in zip(order, parts, found):
         text = _within(SUMMARY_MARKER, summary, target, tokenizer)
         if note:
             noted = f"{text}\n{note}"
             # The whole must still fit what the plan priced for the message.
-            limit = int(tokenizer.count(SUMMARY_MARKER)) + plan.summary_targets[i] + SEAM_SLACK
+            limit = marker + plan.summary_targets[i] + SEAM_SLACK
             text = noted if int(tokenizer.count(noted)) <= limit else _within(
                 SUMMARY_MARKER, summary, plan.summary_targets[i], tokenizer)
         out[i] = text
