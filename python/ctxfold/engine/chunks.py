@@ -32,6 +32,8 @@ class Chunk(msgspec.Struct, kw_only=True):
     """The chunk's transcript, `role: text` per message: what is summarised."""
     targets: tuple[int, int]
     """Token targets of the level-1 and level-2 summaries."""
+    markers: tuple[str, str] = ("", "")
+    """The line that opens the chunk's level-1 and level-2 summary (`chunk_marker`), set by `make_chunks`."""
     level: int = 0
     """Chosen: 1 or 2, or 0 for dropped."""
 
@@ -77,7 +79,9 @@ def make_chunks(
         text = transcript([items[i] for i in run])
         tokens = int(tokenizer.count(text))
         first = max(min_tokens, int(tokens * ratio))
-        chunks.append(Chunk(indices=run, text=text, targets=(first, max(min_tokens // 2, int(first * ratio)))))
+        chunk = Chunk(indices=run, text=text, targets=(first, max(min_tokens // 2, int(first * ratio))))
+        chunk.markers = (chunk_marker(chunk, items, 1), chunk_marker(chunk, items, 2))
+        chunks.append(chunk)
     return chunks
 
 

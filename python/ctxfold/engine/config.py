@@ -59,7 +59,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """A summarised message keeps about this share of its tokens."""
     min_summary_tokens: int = 24
     max_tool_output_tokens: int = 2000
-    """Tool output longer than this is cut to head + tail before planning."""
+    """Tool output longer than this can be cut to head + tail of this many
+    tokens: one of its forms, which the plan picks before giving up anything
+    of more value."""
     tool_output_warning_tokens: int = 2000
     total_tool_output_warning_tokens: int = 5000
     context_window: int = 128_000
