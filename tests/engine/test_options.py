@@ -11,7 +11,8 @@ from ctxfold.engine.compaction import placeholder
 from ctxfold.engine.config import EngineConfig
 from ctxfold.engine.messages import parse_messages
 from ctxfold.engine.options import (
-    CLEAR, DROP, KEEP, LENGTH_POWER, PEOPLE_LENGTH_POWER, PLACEHOLDER_SHARE, SEAM_SLACK, SUMMARY, TOOL_CUT_SHARE,
+    CLEAR, DROP, KEEP, LENGTH_POWER, NOTE_SHARE, PEOPLE_LENGTH_POWER, PLACEHOLDER_SHARE, PLAIN, SEAM_SLACK, SUMMARY,
+    TIME_NOTE_SHARE, TOOL_CUT_SHARE,
     length_weights, message_options,
 )
 from ctxfold.engine.plan import plan_items
@@ -23,9 +24,9 @@ from ctxfold.tokens import REPLY_PRIMING, get_tokenizer
 TOK = get_tokenizer(encoding="cl100k_base")
 
 
-def run(budget: int, config: EngineConfig | None = None) -> RunContext:
+def run(budget: int, config: EngineConfig | None = None, query: str = "") -> RunContext:
     return RunContext(tokenizer=TOK, config=config or EngineConfig(), cache=EngineCache(),
-                      summarizer=HeadTailSummarizer(tokenizer=TOK), embedder=None, budget=budget, query="")
+                      summarizer=HeadTailSummarizer(tokenizer=TOK), embedder=None, budget=budget, query=query)
 
 
 def tool_round(call_id: str, output: str, name: str = "grep", **extra) -> list[dict]:
@@ -44,9 +45,9 @@ def text_tokens(it) -> int:
     return int(TOK.count(it.message["content"]))
 
 
-def options(items, budget, config=None, scores=None):
+def options(items, budget, config=None, scores=None, query=""):
     scores = np.ones(len(items)) if scores is None else scores
-    return message_options(items, scores, run(budget, config), ["free"] * len(items))
+    return message_options(items, scores, run(budget, config, query), ["free"] * len(items))
 
 
 def test_a_long_tool_output_has_a_head_and_tail_form():
@@ -146,3 +147,47 @@ def test_between_people_length_weights_use_their_own_power():
     weights = length_weights(items)
     assert weights[2] == pytest.approx((items[2].tokens / items[4].tokens) ** PEOPLE_LENGTH_POWER)
     assert PEOPLE_LENGTH_POWER != LENGTH_POWER
+
+
+def noted_chat(question: str) -> list:
+    """Timestamped turns that say "yesterday" (each gets a date note), then `question`."""
+    from ctxfold.engine.messages import with_date_annotations
+
+    msgs = []
+    for k in range(6):
+        stamp = f"2023-05-{10 + k:02d}T09:00:00Z"
+        msgs.append({"role": "user", "content": f"Yesterday I fixed bug {k} in the deploy script.", "timestamp": stamp})
+        msgs.append({"role": "assistant", "content": f"Good, bug {k} is noted.", "timestamp": stamp})
+    msgs.append({"role": "user", "content": question})
+    return with_date_annotations(parse_messages(msgs, TOK), TOK)
+
+
+def test_a_noted_message_can_be_kept_without_its_note():
+    items = noted_chat("Which bug did I fix?")
+    assert items[0].date_note == "[dates: Yesterday = 2023-05-09]"
+    opts = options(items, total(items), EngineConfig(protect_last=0))
+    body = items[0].message["content"][: -len(items[0].date_note) - 1]
+    assert opts.plain[0] == body == "Yesterday I fixed bug 0 in the deploy script."
+    assert opts.costs[0, PLAIN] == items[0].tokens - TOK.count(items[0].message["content"]) + TOK.count(body)
+    assert opts.values[0, PLAIN] == pytest.approx(opts.values[0, KEEP] - opts.base[0] * NOTE_SHARE)
+    # A message without a note has no such form.
+    assert 1 not in opts.plain and opts.costs[1, PLAIN] > total(items) - REPLY_PRIMING
+
+
+def test_a_note_is_worth_more_when_the_question_asks_when():
+    plain_question = options(noted_chat("Which bug did I fix?"), 10_000, query="Which bug did I fix?")
+    time_question = options(noted_chat("When did I fix bug 3?"), 10_000, query="When did I fix bug 3?")
+    for opts in (plain_question, time_question):
+        assert opts.base[0] > 0
+    lost = [(o.values[0, KEEP] - o.values[0, PLAIN]) / o.base[0] for o in (plain_question, time_question)]
+    assert lost == pytest.approx([NOTE_SHARE, TIME_NOTE_SHARE]) and TIME_NOTE_SHARE > NOTE_SHARE
+
+
+def test_the_plan_gives_up_notes_before_messages():
+    items = noted_chat("Which bug did I fix?")
+    notes = sum(TOK.count(it.message["content"]) - TOK.count(it.message["content"][: -len(it.date_note) - 1])
+                for it in items if it.date_note)
+    # Room for every message, not for every note.
+    plan = plan_items(items, np.ones(len(items)), run(total(items) - notes // 2, EngineConfig(protect_last=0)))
+    assert DROP not in plan.choices and SUMMARY not in plan.choices
+    assert plan.plain and all(items[i].date_note for i in plan.plain)

@@ -162,3 +162,15 @@ def test_a_summary_keeps_the_date_note_of_its_message(target):
         assert content.startswith(SUMMARY_MARKER) and content.endswith("\n[dates: Yesterday = 2023-05-07]")
         assert TOK.count(content) <= TOK.count(SUMMARY_MARKER) + target + SEAM_SLACK
         assert total == count_messages(messages, tokenizer=TOK)
+
+
+def test_a_message_kept_without_its_date_note_is_sent_as_written():
+    items = conversation()
+    plain = {1: "first words only"}
+    plan = make_plan([KEEP, KEEP, DROP, DROP, DROP, DROP, KEEP])
+    plan.plain = plain
+    messages, total, results = run(items, plan)
+    assert messages[1] == {**items[1].message, "content": "first words only"}
+    assert (results[1].status, results[1].reason) == ("kept", "")
+    assert results[1].tokens_out == count_messages([messages[1]], tokenizer=TOK) - REPLY_PRIMING
+    assert total == count_messages(messages, tokenizer=TOK)

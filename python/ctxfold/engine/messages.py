@@ -30,7 +30,7 @@ from ctxfold.engine.archive import tool_call_names
 from ctxfold.engine.cache import EngineCache
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 from ctxfold.engine.repair import Entry, OnInvalid, RepairLog, repair_entries
-from ctxfold.text.temporal import with_date_note
+from ctxfold.text.temporal import split_date_note, with_date_note
 from ctxfold.tokens import _collect_message, message_costs
 from ctxfold.engine.results import Item, Repair
 
@@ -123,7 +123,8 @@ def with_date_annotations(items: Sequence[Item], tokenizer: Tokenizer, cache: En
     costs = (cache.costs_of(messages, lambda todo: message_costs(todo, tokenizer)) if cache is not None
              else message_costs(messages, tokenizer))
     for (i, message), cost in zip(changed, costs):
-        out[i] = msgspec.structs.replace(items[i], message=message, tokens=cost)
+        note = split_date_note(message["content"])[1]
+        out[i] = msgspec.structs.replace(items[i], message=message, tokens=cost, date_note=note)
     return out
 
 

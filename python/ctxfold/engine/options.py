@@ -3,11 +3,12 @@ cost (an upper bound of what rendering it costs) and its value for the
 query. The plan picks one form per message; rendering writes the picked
 forms, with the texts built here.
 
-The forms, one column each: verbatim (KEEP); shortened (SHORT: a summary to
-a token target, or a head + tail cut for tool output over
-`max_tool_output_tokens` and for the current turn); a restorable
-placeholder (CLEAR) for tool results, file reads, debug logs and
-intermediate outputs; nothing (DROP). Structural compaction lives here as
+The forms, one column each: verbatim (KEEP, with its date note when it has
+one); shortened (SUMMARY: a summary to a token target, or a head + tail cut
+for tool output over `max_tool_output_tokens` and for the current turn); a
+restorable placeholder (CLEAR) for tool results, file reads, debug logs and
+intermediate outputs; nothing (DROP); verbatim without its date note
+(PLAIN). Structural compaction lives here as
 those cheap forms, so a stale tool result is cleared, or a long tool output
 cut, when the knapsack finds that worth more than whatever else it would
 give up. Multi_level adds chunk summaries at two levels."""
@@ -27,14 +28,16 @@ from ctxfold.engine.results import STATE_KINDS, Item
 from ctxfold.engine.run import RunContext
 from ctxfold.errors import BudgetError
 from ctxfold.text.entity_repository import critical_messages
+from ctxfold.text.temporal import asks_about_time
 from ctxfold.tokens import REPLY_PRIMING, count_messages
 
 __all__ = [
     "Options", "message_options", "message_values", "length_weights", "soft_protected", "critical_protected",
-    "system_message_cost", "KEEP", "SUMMARY", "CLEAR", "DROP", "SUMMARY_MARKER", "SEAM_SLACK",
+    "system_message_cost", "KEEP", "SUMMARY", "CLEAR", "DROP", "PLAIN", "SUMMARY_MARKER", "SEAM_SLACK",
 ]
 
-KEEP, SUMMARY, CLEAR, DROP = 0, 1, 2, 3
+KEEP, SUMMARY, CLEAR, DROP, PLAIN = 0, 1, 2, 3, 4
+FORMS = 5
 SUMMARY_MARKER = "[summary] "
 # A soft-protected message is always present (the floor SOFT_PRESENT dwarfs any
 # score); whether verbatim or shortened is traded against other messages, with
@@ -57,6 +60,11 @@ SUMMARY_SHARE, MINIMAL_SHARE = 0.35, 0.02
 # A placeholder keeps an agent's step visible and recallable (the model need
 # not run the tool again to know it ran): worth what a summary is.
 PLACEHOLDER_SHARE = SUMMARY_SHARE
+# A message's date note (``[dates: yesterday = ...]``) is worth this share of
+# the message: it says when once the neighbours that did are gone, but must
+# not cost the evidence it annotates; more when the question asks when
+# (docs/benchmarks.md, "Date notes as a form of their own").
+NOTE_SHARE, TIME_NOTE_SHARE = 0.05, 0.25
 # A head + tail cut of a long tool output keeps what such output is read for
 # (the command's start, its result at the end): nearly all of its value, so it
 # is given up before any other message is.
@@ -79,9 +87,9 @@ class Options(msgspec.Struct, kw_only=True):
     """The knapsack's rows and the texts of the forms they stand for."""
 
     costs: np.ndarray
-    """``(n, 4)`` token cost of each form (a value above the room: unavailable)."""
+    """``(n, FORMS)`` token cost of each form (a value above the room: unavailable)."""
     values: np.ndarray
-    """``(n, 4)`` value of each form."""
+    """``(n, FORMS)`` value of each form."""
     base: np.ndarray
     """What keeping each message verbatim is worth (`message_values`)."""
     hard: np.ndarray
@@ -100,6 +108,8 @@ class Options(msgspec.Struct, kw_only=True):
     """Head + tail cuts: for each form column, the token limit of the content (0: not a cut)."""
     placeholders: dict[int, str]
     """The text of each CLEAR form."""
+    plain: dict[int, str]
+    """The content of each PLAIN form: the text without its date note."""
     duplicates: dict[int, int]
     """Messages repeated verbatim later: the index of the last copy."""
     superseded: dict[int, int]
@@ -270,8 +280,9 @@ def message_options(
                 placeholders[i] = stub
                 cost[CLEAR] = it.tokens - text_tokens[i] + stub_tokens + SEAM_SLACK
                 value[CLEAR] = b * PLACEHOLDER_SHARE
-    costs = np.array(cost_rows, dtype=np.int64).reshape(n, 4)
-    values = np.array(value_rows, dtype=np.float64).reshape(n, 4)
+    plain = _plain_forms(items, cost_rows, value_rows, base, groups, text_tokens, room, run)
+    costs = np.array(cost_rows, dtype=np.int64).reshape(n, FORMS)
+    values = np.array(value_rows, dtype=np.float64).reshape(n, FORMS)
     chunks: list[Chunk] = []
     if chunked:
         movable = movable_for_chunks(items, hard | soft | _in_current(n, current), groups, CHUNK_SIZE)
@@ -280,10 +291,36 @@ def message_options(
     chunk_costs, chunk_values = _chunk_options(chunks, base, room, run)
     return Options(
         costs=costs, values=values, base=base, hard=hard, soft=soft, groups=groups, fixed=fixed,
-        current=current_turn(items), summary_targets=targets, cuts=cuts, placeholders=placeholders,
+        current=current_turn(items), summary_targets=targets, cuts=cuts, placeholders=placeholders, plain=plain,
         duplicates=duplicates, superseded=_last_reads(items, stale), chunks=chunks, chunk_costs=chunk_costs,
         chunk_values=chunk_values, rows=[i for i in range(n) if i not in in_chunk],
     )
+
+
+def _plain_forms(
+    items: Sequence[Item], cost_rows: list[list[int]], value_rows: list[list[float]], base: np.ndarray,
+    groups: np.ndarray, text_tokens: Sequence[int], room: int, run: RunContext,
+) -> dict[int, str]:
+    """Adds the PLAIN column to the rows: a message with a date note can be
+    kept without it, worth NOTE_SHARE of its value less; a tool group's other
+    members stay whole in that column, so the group can take it. Returns the
+    content of each PLAIN form."""
+    noted = [i for i, it in enumerate(items) if it.date_note and cost_rows[i][KEEP] <= room]
+    share = TIME_NOTE_SHARE if asks_about_time(run.query) else NOTE_SHARE
+    bodies = [str(items[i].message["content"])[: -len(items[i].date_note) - 1] for i in noted]
+    plain = dict(zip(noted, bodies))
+    body_tokens = dict(zip(noted, run.cache.count_texts(bodies, run.tokenizer)))
+    for i, (cost, value) in enumerate(zip(cost_rows, value_rows)):
+        if i in plain:
+            cost.append(cost[KEEP] - text_tokens[i] + body_tokens[i])
+            value.append(value[KEEP] - float(base[i]) * share)
+        elif groups[i] >= 0:
+            cost.append(cost[KEEP])
+            value.append(value[KEEP] * 0.999)
+        else:
+            cost.append(room + 1)
+            value.append(0.0)
+    return plain
 
 
 def _in_current(n: int, current: Sequence[int]) -> np.ndarray:
@@ -351,8 +388,8 @@ def _current_forms(
 def _chunk_options(chunks: Sequence[Chunk], base: np.ndarray, room: int, run: RunContext) -> tuple[np.ndarray, np.ndarray]:
     """Knapsack rows of the chunks: level-1 summary, level-2 summary, -, drop.
     Costs are upper bounds: framing, marker, the target and the seam slack."""
-    costs = np.full((len(chunks), 4), room + 1, dtype=np.int64)
-    values = np.zeros((len(chunks), 4), dtype=np.float64)
+    costs = np.full((len(chunks), FORMS), room + 1, dtype=np.int64)
+    values = np.zeros((len(chunks), FORMS), dtype=np.float64)
     for k, chunk in enumerate(chunks):
         costs[k, DROP] = 0
         if not chunk.text.strip():

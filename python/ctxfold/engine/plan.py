@@ -19,7 +19,7 @@ from ctxfold._core import select_options
 from ctxfold.engine.chunks import CHUNK_SIZE, Chunk
 from ctxfold.engine.messages import current_turn
 from ctxfold.engine.options import (
-    CLEAR, DROP, KEEP, SUMMARY, SUMMARY_SHARE, Options, message_options, system_message_cost,
+    CLEAR, DROP, KEEP, PLAIN, SUMMARY, SUMMARY_SHARE, Options, message_options, system_message_cost,
 )
 from ctxfold.errors import BudgetError
 from ctxfold.tokens import REPLY_PRIMING
@@ -51,6 +51,8 @@ class Plan(msgspec.Struct, kw_only=True):
     """Messages shortened to head + tail (the current turn, long tool output): the token limit of each content."""
     placeholders: dict[int, str] = msgspec.field(default_factory=dict)
     """The text of each message planned as CLEAR."""
+    plain: dict[int, str] = msgspec.field(default_factory=dict)
+    """Messages kept (KEEP) without their date note: the text each is kept as."""
     current: list[int] = msgspec.field(default_factory=list)
     """The indices of the current turn."""
     duplicates: dict[int, int] = msgspec.field(default_factory=dict)
@@ -176,9 +178,11 @@ def plan_items(items: Sequence[Item], scores: np.ndarray, run: RunContext, strat
             # context goes without, as planned before they were reserved.
             (choices, info), gap_markers = unmarked, False
             notes.append("no room for gap markers: omitted runs of messages are not marked")
-    chosen = _chosen(items, options, choices)
+    chosen, plain = _chosen(items, options, choices)
     planned = set(rows)  # messages in a chunk take the chunk's form, not their own
-    chosen_values = [float(values[i, chosen[i]]) if chosen[i] != DROP else 0.0 for i in range(n)]
+    chosen_values = [0.0] * n
+    for row, i in enumerate(rows):
+        chosen_values[i] = float(values[i, int(choices[row])])
     for k, chunk in enumerate(chunks):
         option = int(choices[len(rows) + k])
         chunk.level = {0: 1, 1: 2}.get(option, 0)
@@ -195,6 +199,7 @@ def plan_items(items: Sequence[Item], scores: np.ndarray, run: RunContext, strat
         cuts={i: limits[chosen[i]] for i, limits in options.cuts.items()
               if i in planned and chosen[i] in (SUMMARY, CLEAR) and limits[chosen[i]]},
         placeholders={i: text for i, text in options.placeholders.items() if chosen[i] == CLEAR},
+        plain=plain,
         current=options.current,
         duplicates=options.duplicates,
         superseded=options.superseded,
@@ -202,14 +207,21 @@ def plan_items(items: Sequence[Item], scores: np.ndarray, run: RunContext, strat
     )
 
 
-def _chosen(items: Sequence[Item], options: Options, choices: np.ndarray) -> list[int]:
-    """The knapsack's choice per message, in the plan's terms: a tool call
-    that shares its results' shortened form is itself kept whole, and so is
-    a current-turn message whose group was shortened around it; a message
-    in a chunk is summarised with it or dropped with it."""
+def _chosen(items: Sequence[Item], options: Options, choices: np.ndarray) -> tuple[list[int], dict[int, str]]:
+    """The knapsack's choice per message, in the plan's terms, and the
+    messages kept without their date note (the text each is kept as). A tool
+    call that shares its results' shortened form is itself kept whole, and
+    so is a current-turn message whose group was shortened around it, or a
+    member without a note of a group kept without notes; a message in a
+    chunk is summarised with it or dropped with it."""
     chosen = [DROP] * len(items)
+    plain: dict[int, str] = {}
     for row, i in enumerate(options.rows):
         c = int(choices[row])
+        if c == PLAIN:
+            if i in options.plain:
+                plain[i] = options.plain[i]
+            c = KEEP
         chosen[i] = KEEP if items[i].tool_call_ids and c in (SUMMARY, CLEAR) else c
     for i in options.current:
         forms = options.cuts.get(i)
@@ -219,7 +231,7 @@ def _chosen(items: Sequence[Item], options: Options, choices: np.ndarray) -> lis
         option = int(choices[len(options.rows) + k])
         for i in chunk.indices:
             chosen[i] = SUMMARY if option in (0, 1) else DROP
-    return chosen
+    return chosen, plain
 
 
 def answered_turn(items: Sequence[Item], i: int) -> int | None:
@@ -243,7 +255,7 @@ def pull_in_neighbours(
         if j is None or j not in row_of or int(choices[row]) == DROP or int(choices[row_of[j]]) != DROP:
             continue
         boost = NEIGHBOUR_SHARE * float(base[i])
-        values[j, [KEEP, SUMMARY]] += boost * np.array([1.0, SUMMARY_SHARE])
+        values[j, [KEEP, SUMMARY, PLAIN]] += boost * np.array([1.0, SUMMARY_SHARE, 1.0])
         lifted = True
     return lifted
 

@@ -43,7 +43,7 @@ def render(
     contents = _summaries(items, plan, summarizer, cache, tokenizer)
     for i, limit in plan.cuts.items():
         contents[i] = head_tail(str(items[i].message.get("content") or ""), limit, tokenizer)
-    for i, text in plan.placeholders.items():
+    for i, text in [*plan.placeholders.items(), *plan.plain.items()]:
         contents[i] = text
     chunk_messages = _chunk_summaries(items, plan.chunks, summarizer, cache, tokenizer)
     messages, _ = _assemble(items, plan.choices, contents, plan.gap_markers, chunk_messages)
@@ -225,7 +225,7 @@ def _assemble(
             messages.append({"role": "system", "content": gap_marker(omitted)})
         omitted = 0
         message = dict(it.message)
-        if choices[i] in (SUMMARY, CLEAR) and i in contents:
+        if i in contents:
             message["content"] = contents[i]
         messages.append(message)
         kept.append(i)
@@ -235,6 +235,6 @@ def _assemble(
 def _tokens_out(it: Item, choice: int, content: str | None, tokenizer: Tokenizer) -> int:
     if choice == DROP:
         return 0
-    if choice == KEEP or content is None:
+    if content is None:
         return it.tokens
     return count_messages([{**it.message, "content": content}], tokenizer=tokenizer) - REPLY_PRIMING

@@ -47,6 +47,8 @@ class Item(msgspec.Struct, kw_only=True):
     """Who wrote the message, when it says: its `name`, or a leading ``Name: `` in its text."""
     source: Any = None
     """The caller's message this item came from, as passed (for `restore`)."""
+    date_note: str = ""
+    """The line of dates added after the content (`with_date_annotations`), or ""."""
 
 
 class ItemResult(msgspec.Struct, kw_only=True):
