@@ -240,3 +240,29 @@ def test_a_long_tool_output_in_a_chunk_takes_the_chunks_form():
     # Only messages planned one by one are cut; a chunk's messages are in its summary or dropped with it.
     assert plan.cuts and not in_chunks & set(plan.cuts)
     assert planned_cost(items, plan) <= 3500 - REPLY_PRIMING
+
+
+def reference_chat():
+    return parse_messages([
+        {"role": "system", "content": "You are an on-call assistant."},
+        {"role": "user", "content": "The payment service keeps timing out. " + "Nobody knows why yet. " * 6},
+        {"role": "assistant", "content": "I see. " + "Queue depth is normal and latency is within bounds. " * 3},
+        {"role": "user", "content": "Can you restart it now?"},
+    ], TOK)
+
+
+@pytest.mark.parametrize("annotate", [False, True])
+def test_a_reference_into_a_dropped_message_is_named_after_the_kept_one(annotate):
+    items = reference_chat()
+    scores = np.array([1.0, 0.0, 1.0, 1.0])
+    room = items[0].tokens + items[2].tokens + items[3].tokens + 20  # not enough for message 1
+    config = EngineConfig(annotate_references=annotate, protect_last=1)
+    plan = plan_items(items, scores, run(room + REPLY_PRIMING, config))
+    assert plan.choices == [KEEP, DROP, KEEP, KEEP]
+    assert plan.references == ({3: "[refs: it = the payment service]"} if annotate else {})
+
+
+def test_no_reference_note_while_the_antecedent_is_there():
+    items = reference_chat()
+    plan = plan_items(items, np.ones(4), run(10_000, EngineConfig(annotate_references=True)))
+    assert DROP not in plan.choices and plan.references == {}

@@ -73,6 +73,14 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     (``[dates: yesterday = 2023-05-07]``), so what is kept still says when;
     the message's own words stay as written, the annotated text is what the
     plan counts, and `restore` returns the original."""
+    annotate_references: bool = False
+    """After a kept message whose pronouns or definite references ("it",
+    "she", "that bug") point into a message that was left out, a line naming
+    what they point to (``[refs: it = the payment service]``), in the room
+    the plan held for them (a fiftieth of the budget); the message's own
+    words stay as written. Off by default: how often the resolution (by
+    recency, agreement and salience) names the right antecedent in real
+    chats is not measured yet."""
     conversation_arc: bool = False
     """Put the conversation arc (`report.arc.to_text()`: current focus, open
     questions, pending actions, decisions, earlier topics) in the prompt as

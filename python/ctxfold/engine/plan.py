@@ -22,6 +22,7 @@ from ctxfold.engine.options import (
     CLEAR, DROP, KEEP, PLAIN, SUMMARY, SUMMARY_SHARE, Options, message_options, system_message_cost,
 )
 from ctxfold.errors import BudgetError
+from ctxfold.text.crossref import resolve_references
 from ctxfold.tokens import REPLY_PRIMING
 from ctxfold.engine.results import Item
 from ctxfold.engine.run import RunContext
@@ -34,6 +35,8 @@ __all__ = [
 # Neighbour expansion: a kept answer lifts the dropped question it replies to
 # by this share of its own value.
 NEIGHBOUR_SHARE = 0.5
+# With `annotate_references`, the share of the room held for reference notes.
+REFERENCE_SHARE = 0.02
 
 
 class Plan(msgspec.Struct, kw_only=True):
@@ -53,6 +56,9 @@ class Plan(msgspec.Struct, kw_only=True):
     """The text of each message planned as CLEAR."""
     plain: dict[int, str] = msgspec.field(default_factory=dict)
     """Messages kept (KEEP) without their date note: the text each is kept as."""
+    references: dict[int, str] = msgspec.field(default_factory=dict)
+    """Kept messages whose pronouns point into messages left out: the line
+    naming what they point to (``[refs: it = the payment service]``)."""
     current: list[int] = msgspec.field(default_factory=list)
     """The indices of the current turn."""
     duplicates: dict[int, int] = msgspec.field(default_factory=dict)
@@ -150,16 +156,25 @@ def plan_items(items: Sequence[Item], scores: np.ndarray, run: RunContext, strat
     # a reserve for them, raised and solved again until the markers fit it.
     marker_cost = system_message_cost(gap_marker(n), run) if gap_markers else 0
     reserve = 0
+    # Reference notes are known only once the choices are: a share of the
+    # room is held for them (unless the protected messages need it).
+    held = int(room * REFERENCE_SHARE) if run.config.annotate_references else 0
 
     def solve() -> tuple[np.ndarray, Any]:
         return select_options(
             np.vstack([options.costs[rows], options.chunk_costs]), np.vstack([values[rows], options.chunk_values]),
-            room - reserve,
+            room - reserve - held,
             protected=np.concatenate([options.hard[rows], np.zeros(len(chunks), dtype=bool)]),
             groups=np.concatenate([options.groups[rows], np.full(len(chunks), -1, dtype=np.int64)]), return_info=True,
         )
 
-    choices, info = solve()
+    try:
+        choices, info = solve()
+    except BudgetError:
+        if not held:
+            raise
+        held = 0
+        choices, info = solve()
     if run.config.expand_neighbours and pull_in_neighbours(items, rows, choices, values, options.base):
         choices, info = solve()
     notes: list[str] = []
@@ -170,7 +185,7 @@ def plan_items(items: Sequence[Item], scores: np.ndarray, run: RunContext, strat
             break
         reserve = needed
         try:
-            if room - reserve < options.fixed:
+            if room - reserve - held < options.fixed:
                 raise BudgetError("no room for the gap markers")
             choices, info = solve()
         except BudgetError:
@@ -188,6 +203,10 @@ def plan_items(items: Sequence[Item], scores: np.ndarray, run: RunContext, strat
         chunk.level = {0: 1, 1: 2}.get(option, 0)
         for i in chunk.indices:
             chosen_values[i] = float(options.chunk_values[k, option]) / len(chunk.indices)
+    spent = int(np.vstack([options.costs[rows], options.chunk_costs])[np.arange(len(choices)), choices].sum())
+    free = room - (reserve if gap_markers else 0) - spent
+    references = (_reference_notes(items, chosen, plain, chosen_values, free, run)
+                  if run.config.annotate_references else {})
     return Plan(
         strategy=strategy,
         choices=chosen,
@@ -200,6 +219,7 @@ def plan_items(items: Sequence[Item], scores: np.ndarray, run: RunContext, strat
               if i in planned and chosen[i] in (SUMMARY, CLEAR) and limits[chosen[i]]},
         placeholders={i: text for i, text in options.placeholders.items() if chosen[i] == CLEAR},
         plain=plain,
+        references=references,
         current=options.current,
         duplicates=options.duplicates,
         superseded=options.superseded,
@@ -232,6 +252,35 @@ def _chosen(items: Sequence[Item], options: Options, choices: np.ndarray) -> tup
         for i in chunk.indices:
             chosen[i] = SUMMARY if option in (0, 1) else DROP
     return chosen, plain
+
+
+def _reference_notes(
+    items: Sequence[Item], chosen: Sequence[int], plain: dict[int, str], values: Sequence[float], free: int,
+    run: RunContext,
+) -> dict[int, str]:
+    """A line after each verbatim message whose references resolve
+    (`resolve_references`) into a message that is not there verbatim, naming
+    what they point to; most valuable messages first, each while its exact
+    cost fits the `free` tokens the plan left."""
+    verbatim = {i for i, c in enumerate(chosen) if c == KEEP}
+    found: dict[int, list[str]] = {}
+    for ref in resolve_references([it.text for it in items]):
+        if ref.message in verbatim and ref.antecedent_message not in verbatim:
+            named = f"{ref.text} = {ref.antecedent}"
+            if named not in found.setdefault(ref.message, []):
+                found[ref.message].append(named)
+    out: dict[int, str] = {}
+    for i in sorted(found, key=lambda i: -values[i]):
+        content = items[i].message.get("content")
+        if not isinstance(content, str):
+            continue
+        text = plain.get(i, content)
+        note = f"[refs: {'; '.join(found[i])}]"
+        cost = int(run.tokenizer.count(f"{text}\n{note}")) - int(run.tokenizer.count(text))
+        if cost <= free:
+            out[i] = note
+            free -= cost
+    return out
 
 
 def answered_turn(items: Sequence[Item], i: int) -> int | None:

@@ -45,6 +45,8 @@ def render(
         contents[i] = head_tail(str(items[i].message.get("content") or ""), limit, tokenizer)
     for i, text in [*plan.placeholders.items(), *plan.plain.items()]:
         contents[i] = text
+    for i, note in plan.references.items():
+        contents[i] = f"{contents.get(i, items[i].message['content'])}\n{note}"
     chunk_messages = _chunk_summaries(items, plan.chunks, summarizer, cache, tokenizer)
     messages, _ = _assemble(items, plan.choices, contents, plan.gap_markers, chunk_messages)
     total = _count(messages, tokenizer, cache)
