@@ -8,10 +8,10 @@ one); shortened (SUMMARY: a summary to a token target, or a head + tail cut
 for tool output over `max_tool_output_tokens` and for the current turn); a
 restorable placeholder (CLEAR) for tool results, file reads, debug logs and
 intermediate outputs; nothing (DROP); verbatim without its date note
-(PLAIN). Structural compaction lives here as
-those cheap forms, so a stale tool result is cleared, or a long tool output
-cut, when the knapsack finds that worth more than whatever else it would
-give up. Multi_level adds chunk summaries at two levels."""
+(PLAIN). Structural compaction lives here as those cheap forms, so a stale
+tool result is cleared, or a long tool output cut, when the knapsack finds
+that worth more than whatever else it would give up. Multi_level adds
+chunk summaries at two levels."""
 
 from __future__ import annotations
 
@@ -230,8 +230,9 @@ def message_options(
         base[i] = 0.0
     stale = superseded_reads(items)
     cut_limit = config.max_tool_output_tokens
-    # Built as Python lists (one row per message: keep, short, clear, drop),
-    # then one array: element-wise numpy writes would cost more than the solve.
+    # Built as Python lists (one row per message: keep, summary, clear, drop,
+    # then plain), then one array: element-wise numpy writes would cost more
+    # than the solve.
     unavailable = room + 1
     cost_rows: list[list[int]] = []
     value_rows: list[list[float]] = []
