@@ -431,6 +431,7 @@ class ExtractiveSummarizer(BaseSummarizer):
 
     @property
     def embedder(self) -> SentenceEmbedder:
+        """The sentence embedder centrality uses (the shared static one unless one was passed)."""
         if self._embedder is None:
             self._embedder = default_embedder()
         return self._embedder
