@@ -346,7 +346,7 @@ class _Objective:
         centroid = (weights[:, None] * vectors).sum(axis=0)
         norm = math.sqrt(float(centroid @ centroid) + float((weights * weights) @ own))
         self.mu = (vectors @ centroid + weights * own) / norm if norm > 0 else np.zeros(len(vectors))
-        # the core's GEMM: numpy's BLAS spends milliseconds waking threads for a matrix this small
+        # the core's GEMM: numpy's BLAS spends longer waking its threads than a matrix this small takes
         self.gram = np.asarray(cosine_similarity(vectors), dtype=np.float64) * np.outer(norms, norms)
         self.self_sim = norms * norms + own
         np.fill_diagonal(self.gram, self.self_sim)
