@@ -14,7 +14,7 @@ from memory_stores import U1, U2
 
 
 # --- the public API ---------------------------------------------------------------------
-def test_issue_example(store) -> None:
+def test_the_readme_example(store) -> None:
     mid = store.add(Memory(category="fact", content="Berlin office opens at 9"), scope=U1)
     store.add(Memory(category="fact", content="The cat is called Tom"), scope=U1)
     hits = store.search("when does the office open", scope=U1, k=10)
