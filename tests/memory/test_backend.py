@@ -24,178 +24,21 @@ import subprocess
 import sys
 import textwrap
 import time
-import traceback
 from typing import Any
 
 import numpy as np
 import pytest
 from ctxfold.errors import StoreError
-from ctxfold.memory import Memory, Scope, SqliteStore
-from hypothesis import strategies as st
-from memory_stores import U1, StoreOpener
-
-
-def unit(seed: int, dim: int = 16) -> np.ndarray:
-    v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
-    return v / np.linalg.norm(v)
-
-
-DIM = 64  # random unit vectors this wide are far apart: no add merges into or supersedes another
-
-
-SCOPE = Scope(user_id="u1", conversation_id="c1")
-
-
-def unit_rows(n: int, seed: int) -> np.ndarray:
-    v = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
-
-
-BACKENDS = ["sqlite", "postgres"]
+from ctxfold.memory import Memory, Scope
+from memory_stores import Backend, StoreOpener, U1, assert_names_fix, full_error, unit
 
 
 CHILD_DIM = 32  # embeddings the tests pass themselves (the children, the dimension checks)
 
 
-class Backend:
-    """Where one test's store lives: a SQLite file or a fresh PostgreSQL database."""
-
-    def __init__(self, name: str, location: str) -> None:
-        self.name = name
-        self.location = location
-
-    def open(self, **kwargs):
-        if self.name == "sqlite":
-            return SqliteStore(self.location, **kwargs)
-        from ctxfold.memory import PostgresStore
-
-        return PostgresStore(self.location, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"Backend({self.name}, {self.location})"
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request, tmp_path) -> Backend:
-    if request.param == "sqlite":
-        return Backend("sqlite", str(tmp_path / "agent.db"))
-    return Backend("postgres", request.getfixturevalue("pg_fresh_dsn"))
-
-
 def random_unit(rng: np.random.Generator, dim: int = CHILD_DIM) -> np.ndarray:
     v = rng.standard_normal(dim).astype(np.float32)
     return v / np.linalg.norm(v)
-
-
-def full_error(exc: BaseException) -> str:
-    """The exception as a traceback would print it, chained causes included."""
-    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-
-
-def assert_names_fix(message: str) -> None:
-    assert "fix" in message.lower(), f"the message does not say how to fix it: {message}"
-
-
-# --------------------------------------------------------------------------------------
-# Isolation
-# --------------------------------------------------------------------------------------
-# Few values per field so that scopes share prefixes and neighbours (u1 vs u1+c1, "" vs
-# "a"); "%" and "_" would match anything if some read used LIKE.
-USERS = ["", "a", "%"]
-
-
-OTHERS = ["", "a"]
-
-
-CONVERSATIONS = ["", "a", "_"]
-
-
-CONTENTS = [
-    "The Berlin office opens at 9 on weekdays",
-    "Alice prefers tea over coffee in the morning",
-    "The deploy failed because the disk was full",
-    "We decided to use PostgreSQL for the shared fleet memory",
-    "Invoices are due thirty days after delivery",
-    "The staging cluster runs three replicas of the API",
-    "Bob is allergic to peanuts",
-    "Quarterly planning happens in the first week of January",
-]
-
-
-exact_scopes = st.builds(
-    Scope,
-    user_id=st.sampled_from(USERS),
-    agent_id=st.sampled_from(OTHERS),
-    session_id=st.sampled_from(OTHERS),
-    conversation_id=st.sampled_from(CONVERSATIONS),
-)
-
-
-# What a write puts in a scope: a typed memory (most often), a chat message (short-term
-# tier), a working-memory entity, an episode, an agent message, a tool-call record.
-KINDS = ["memory", "memory", "memory", "chat", "working", "episode", "message", "call"]
-
-
-writes = st.lists(
-    st.tuples(exact_scopes, st.sampled_from(KINDS), st.integers(0, len(CONTENTS) - 1)), min_size=1, max_size=20
-)
-
-
-def covers(reader: Scope, owner: tuple) -> bool:
-    """Whether a read in ``reader`` may see a record written in the exact scope ``owner``."""
-    return all(r is None or r == o for r, o in zip(reader.values(), owner))
-
-
-class Model:
-    """What the store must hold: (kind, owner scope values, key) rows."""
-
-    def __init__(self) -> None:
-        self.rows: set[tuple[str, tuple, str]] = set()
-        self.entities: dict[tuple, set[str]] = {}
-
-    def seen_by(self, reader: Scope, kind: str | None = None) -> set[tuple[str, tuple, str]]:
-        return {r for r in self.rows if covers(reader, r[1]) and (kind is None or r[0] == kind)}
-
-    def keyed(self, reader: Scope, kind: str) -> set[tuple[tuple, str]]:
-        return {(owner, key) for _, owner, key in self.seen_by(reader, kind)}
-
-    def ids(self) -> set[str]:
-        return {key for kind, _, key in self.rows if kind == "memory"}
-
-    def remove(self, rows: set) -> None:
-        self.rows -= rows
-        for _, owner, _ in rows:
-            self.entities.pop(owner, None)
-
-
-def write(store, model: Model, scope: Scope, kind: str, c: int, n: int) -> None:
-    from ctxfold.memory import AgentMessage, ChatMessage, Episode
-
-    owner = scope.values()
-    meta = {"scope": list(owner), "n": n}
-    if kind == "memory":
-        mid = store.add(Memory(category="fact", content=CONTENTS[c], metadata=meta), scope=scope)
-        model.rows.add(("memory", owner, mid))
-    elif kind == "chat":
-        store.chat.append(ChatMessage(role="user", content=CONTENTS[c], metadata=meta), scope=scope)
-        model.rows.add(("chat", owner, str(n)))
-    elif kind == "working":
-        entity = f"{owner}#{n}"
-        store.working.update(scope=scope, add_entities=[entity])
-        model.rows.add(("working", owner, "working"))  # one row per scope
-        model.entities.setdefault(owner, set()).add(entity)
-    elif kind == "episode":
-        eid = store.episodes.add(Episode(content=f"{CONTENTS[c]} (event {n})", significance=0.7, metadata=meta), scope=scope)
-        model.rows.add(("episode", owner, eid))
-    elif kind == "message":
-        mid = store.agent_messages.send(
-            AgentMessage(source="planner", target="worker", content=CONTENTS[c], session_id="s1", metadata=meta),
-            scope=scope,
-        )
-        model.rows.add(("message", owner, mid))
-    else:
-        store.iterations.log(scope=scope).record_call(tool="search", params=meta, raw_output=CONTENTS[c])
-        model.rows.add(("call", owner, str(n)))
 
 
 class InjectedFailure(Exception):
@@ -414,7 +257,7 @@ def test_a_scope_id_is_not_shared_before_its_row_is_committed(opener: StoreOpene
         return found
 
     store.memories._index.matrix = matrix
-    store.add(Memory(content="the first memory of a new scope"), scope=SCOPE, embedding=unit_rows(1, seed=9)[0])
+    store.add(Memory(content="the first memory of a new scope"), scope=U1, embedding=unit(9, dim=64))
     assert seen == [False]
 
 

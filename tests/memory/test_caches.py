@@ -7,11 +7,7 @@ import time
 
 import numpy as np
 from ctxfold.memory import SqliteStore
-
-
-def unit(seed: int, dim: int = 16) -> np.ndarray:
-    v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
-    return v / np.linalg.norm(v)
+from memory_stores import unit
 
 
 # --- caches -------------------------------------------------------------------------------

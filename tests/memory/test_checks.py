@@ -19,11 +19,6 @@ from ctxfold.memory import PostgresStore  # noqa: E402
 from psycopg import sql  # noqa: E402
 
 
-def backends(pg_server, database: str) -> int:
-    with psycopg.connect(pg_server.dsn("postgres"), autocommit=True) as conn:
-        return int(conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (database,)).fetchone()[0])
-
-
 # --------------------------------------------------------------------------------------
 # One validation layer
 # --------------------------------------------------------------------------------------

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from ctxfold.errors import InvalidInputError, StoreError
 from ctxfold.memory import Memory
-from memory_stores import U1
-
-
-def unit(seed: int, dim: int = 16) -> np.ndarray:
-    v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
-    return v / np.linalg.norm(v)
+from memory_stores import U1, unit
 
 
 def test_wrong_embedding_dimension(store) -> None:

@@ -12,11 +12,6 @@ from ctxfold.memory.matrix import MatrixCache, ScopeMatrix
 from memory_stores import U1
 
 
-def unit(seed: int, dim: int = 16) -> np.ndarray:
-    v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
-    return v / np.linalg.norm(v)
-
-
 DIM = 64  # random unit vectors this wide are far apart: no add merges into or supersedes another
 
 

@@ -3,15 +3,9 @@ threshold and categories, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from ctxfold.memory import Memory, Scope
-from memory_stores import U1
-
-
-def unit(seed: int, dim: int = 16) -> np.ndarray:
-    v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
-    return v / np.linalg.norm(v)
+from memory_stores import U1, unit
 
 
 def test_add_is_idempotent_and_add_many_is_one_batch(store) -> None:

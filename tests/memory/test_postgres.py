@@ -15,20 +15,18 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import subprocess
 import threading
 import time
-import traceback
 import urllib.parse
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import pytest
 from ctxfold.errors import InvalidInputError, StoreError, InvalidTypeError
 from ctxfold.memory import AgentMessage, Memory, PostgresStore, Scope, SqliteStore, mask_dsn
 from hypothesis import HealthCheck, example, given, settings, strategies as st
+from memory_stores import assert_names_fix, full_error, unit
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -36,19 +34,6 @@ from ctxfold.memory.backend import Part  # noqa: E402
 from ctxfold.memory.postgres import _MalformedDsn, _parse_dsn, _Part  # noqa: E402
 from psycopg import sql  # noqa: E402
 from psycopg.conninfo import conninfo_to_dict  # noqa: E402
-
-
-DIM = 16
-
-
-def unit(seed: int, dim: int = DIM) -> np.ndarray:
-    v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
-    return v / np.linalg.norm(v)
-
-
-def full_error(exc: BaseException) -> str:
-    """The exception as a traceback prints it, chained causes and contexts included."""
-    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
 # --------------------------------------------------------------------------------------
@@ -333,149 +318,6 @@ def terminated_while_committing(store: PostgresStore, pg_server) -> Any:
         yield armed
     finally:
         del store.backend.transaction
-
-
-def memory(**fields: Any) -> Memory:
-    return Memory(**{"content": "a memory to store", **fields})
-
-
-BACKENDS = ["sqlite", "postgres"]
-
-
-class Backend:
-    """Where one test's store lives: a SQLite file or a fresh PostgreSQL database."""
-
-    def __init__(self, name: str, location: str) -> None:
-        self.name = name
-        self.location = location
-
-    def open(self, **kwargs):
-        if self.name == "sqlite":
-            return SqliteStore(self.location, **kwargs)
-        from ctxfold.memory import PostgresStore
-
-        return PostgresStore(self.location, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"Backend({self.name}, {self.location})"
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request, tmp_path) -> Backend:
-    if request.param == "sqlite":
-        return Backend("sqlite", str(tmp_path / "agent.db"))
-    return Backend("postgres", request.getfixturevalue("pg_fresh_dsn"))
-
-
-def assert_names_fix(message: str) -> None:
-    assert "fix" in message.lower(), f"the message does not say how to fix it: {message}"
-
-
-# --------------------------------------------------------------------------------------
-# Isolation
-# --------------------------------------------------------------------------------------
-# Few values per field so that scopes share prefixes and neighbours (u1 vs u1+c1, "" vs
-# "a"); "%" and "_" would match anything if some read used LIKE.
-USERS = ["", "a", "%"]
-
-
-OTHERS = ["", "a"]
-
-
-CONVERSATIONS = ["", "a", "_"]
-
-
-CONTENTS = [
-    "The Berlin office opens at 9 on weekdays",
-    "Alice prefers tea over coffee in the morning",
-    "The deploy failed because the disk was full",
-    "We decided to use PostgreSQL for the shared fleet memory",
-    "Invoices are due thirty days after delivery",
-    "The staging cluster runs three replicas of the API",
-    "Bob is allergic to peanuts",
-    "Quarterly planning happens in the first week of January",
-]
-
-
-exact_scopes = st.builds(
-    Scope,
-    user_id=st.sampled_from(USERS),
-    agent_id=st.sampled_from(OTHERS),
-    session_id=st.sampled_from(OTHERS),
-    conversation_id=st.sampled_from(CONVERSATIONS),
-)
-
-
-# What a write puts in a scope: a typed memory (most often), a chat message (short-term
-# tier), a working-memory entity, an episode, an agent message, a tool-call record.
-KINDS = ["memory", "memory", "memory", "chat", "working", "episode", "message", "call"]
-
-
-writes = st.lists(
-    st.tuples(exact_scopes, st.sampled_from(KINDS), st.integers(0, len(CONTENTS) - 1)), min_size=1, max_size=20
-)
-
-
-def covers(reader: Scope, owner: tuple) -> bool:
-    """Whether a read in ``reader`` may see a record written in the exact scope ``owner``."""
-    return all(r is None or r == o for r, o in zip(reader.values(), owner))
-
-
-class Model:
-    """What the store must hold: (kind, owner scope values, key) rows."""
-
-    def __init__(self) -> None:
-        self.rows: set[tuple[str, tuple, str]] = set()
-        self.entities: dict[tuple, set[str]] = {}
-
-    def seen_by(self, reader: Scope, kind: str | None = None) -> set[tuple[str, tuple, str]]:
-        return {r for r in self.rows if covers(reader, r[1]) and (kind is None or r[0] == kind)}
-
-    def keyed(self, reader: Scope, kind: str) -> set[tuple[tuple, str]]:
-        return {(owner, key) for _, owner, key in self.seen_by(reader, kind)}
-
-    def ids(self) -> set[str]:
-        return {key for kind, _, key in self.rows if kind == "memory"}
-
-    def remove(self, rows: set) -> None:
-        self.rows -= rows
-        for _, owner, _ in rows:
-            self.entities.pop(owner, None)
-
-
-def write(store, model: Model, scope: Scope, kind: str, c: int, n: int) -> None:
-    from ctxfold.memory import AgentMessage, ChatMessage, Episode
-
-    owner = scope.values()
-    meta = {"scope": list(owner), "n": n}
-    if kind == "memory":
-        mid = store.add(Memory(category="fact", content=CONTENTS[c], metadata=meta), scope=scope)
-        model.rows.add(("memory", owner, mid))
-    elif kind == "chat":
-        store.chat.append(ChatMessage(role="user", content=CONTENTS[c], metadata=meta), scope=scope)
-        model.rows.add(("chat", owner, str(n)))
-    elif kind == "working":
-        entity = f"{owner}#{n}"
-        store.working.update(scope=scope, add_entities=[entity])
-        model.rows.add(("working", owner, "working"))  # one row per scope
-        model.entities.setdefault(owner, set()).add(entity)
-    elif kind == "episode":
-        eid = store.episodes.add(Episode(content=f"{CONTENTS[c]} (event {n})", significance=0.7, metadata=meta), scope=scope)
-        model.rows.add(("episode", owner, eid))
-    elif kind == "message":
-        mid = store.agent_messages.send(
-            AgentMessage(source="planner", target="worker", content=CONTENTS[c], session_id="s1", metadata=meta),
-            scope=scope,
-        )
-        model.rows.add(("message", owner, mid))
-    else:
-        store.iterations.log(scope=scope).record_call(tool="search", params=meta, raw_output=CONTENTS[c])
-        model.rows.add(("call", owner, str(n)))
-
-
-def send(proc: subprocess.Popen, line: str) -> None:
-    proc.stdin.write(line.encode() + b"\n")
-    proc.stdin.flush()
 
 
 def _unused_port() -> int:

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import sqlite3
-import subprocess
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +25,7 @@ from ctxfold.memory import AgentMessage, ConversationStore, Episode, Memory, Mem
 from ctxfold.memory.iterations import IterationLog
 from ctxfold.memory.schema import MIGRATIONS, SCOPED_TABLES, render
 from hypothesis import HealthCheck, given, settings, strategies as st
+from memory_stores import Backend
 
 
 BACKENDS = ["sqlite", "postgres"]
@@ -334,31 +334,6 @@ def _check_read(name: str, value: Any, who: str) -> None:
             assert mark not in text, f"{name} for {who} returned {other}'s records: {text[:300]}"
 
 
-class Backend:
-    """Where one test's store lives: a SQLite file or a fresh PostgreSQL database."""
-
-    def __init__(self, name: str, location: str) -> None:
-        self.name = name
-        self.location = location
-
-    def open(self, **kwargs):
-        if self.name == "sqlite":
-            return SqliteStore(self.location, **kwargs)
-        from ctxfold.memory import PostgresStore
-
-        return PostgresStore(self.location, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"Backend({self.name}, {self.location})"
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request, tmp_path) -> Backend:
-    if request.param == "sqlite":
-        return Backend("sqlite", str(tmp_path / "agent.db"))
-    return Backend("postgres", request.getfixturevalue("pg_fresh_dsn"))
-
-
 # --------------------------------------------------------------------------------------
 # Isolation
 # --------------------------------------------------------------------------------------
@@ -517,11 +492,6 @@ def check_reads(store, model: Model, reader: Scope, queries: list[str]) -> None:
         for call in calls:
             assert tuple(call.params["scope"]) == reader.values(), f"{what}: a tool call crossed the scope"
         assert sorted(str(call.params["n"]) for call in calls) == sorted(k for _, k in model.keyed(reader, "call"))
-
-
-def send(proc: subprocess.Popen, line: str) -> None:
-    proc.stdin.write(line.encode() + b"\n")
-    proc.stdin.flush()
 
 
 # --- the schema ------------------------------------------------------------------------------------------

@@ -14,98 +14,10 @@ import numpy as np
 import pytest
 from ctxfold.errors import StoreError
 from ctxfold.memory import Memory, Scope, SqliteStore
-from memory_stores import U1
+from memory_stores import U1, assert_names_fix
 
 
 CHILD_DIM = 32  # embeddings the tests pass themselves (the children, the dimension checks)
-
-
-def assert_names_fix(message: str) -> None:
-    assert "fix" in message.lower(), f"the message does not say how to fix it: {message}"
-
-
-CONTENTS = [
-    "The Berlin office opens at 9 on weekdays",
-    "Alice prefers tea over coffee in the morning",
-    "The deploy failed because the disk was full",
-    "We decided to use PostgreSQL for the shared fleet memory",
-    "Invoices are due thirty days after delivery",
-    "The staging cluster runs three replicas of the API",
-    "Bob is allergic to peanuts",
-    "Quarterly planning happens in the first week of January",
-]
-
-
-def covers(reader: Scope, owner: tuple) -> bool:
-    """Whether a read in ``reader`` may see a record written in the exact scope ``owner``."""
-    return all(r is None or r == o for r, o in zip(reader.values(), owner))
-
-
-class Model:
-    """What the store must hold: (kind, owner scope values, key) rows."""
-
-    def __init__(self) -> None:
-        self.rows: set[tuple[str, tuple, str]] = set()
-        self.entities: dict[tuple, set[str]] = {}
-
-    def seen_by(self, reader: Scope, kind: str | None = None) -> set[tuple[str, tuple, str]]:
-        return {r for r in self.rows if covers(reader, r[1]) and (kind is None or r[0] == kind)}
-
-    def keyed(self, reader: Scope, kind: str) -> set[tuple[tuple, str]]:
-        return {(owner, key) for _, owner, key in self.seen_by(reader, kind)}
-
-    def ids(self) -> set[str]:
-        return {key for kind, _, key in self.rows if kind == "memory"}
-
-    def remove(self, rows: set) -> None:
-        self.rows -= rows
-        for _, owner, _ in rows:
-            self.entities.pop(owner, None)
-
-
-def write(store, model: Model, scope: Scope, kind: str, c: int, n: int) -> None:
-    from ctxfold.memory import AgentMessage, ChatMessage, Episode
-
-    owner = scope.values()
-    meta = {"scope": list(owner), "n": n}
-    if kind == "memory":
-        mid = store.add(Memory(category="fact", content=CONTENTS[c], metadata=meta), scope=scope)
-        model.rows.add(("memory", owner, mid))
-    elif kind == "chat":
-        store.chat.append(ChatMessage(role="user", content=CONTENTS[c], metadata=meta), scope=scope)
-        model.rows.add(("chat", owner, str(n)))
-    elif kind == "working":
-        entity = f"{owner}#{n}"
-        store.working.update(scope=scope, add_entities=[entity])
-        model.rows.add(("working", owner, "working"))  # one row per scope
-        model.entities.setdefault(owner, set()).add(entity)
-    elif kind == "episode":
-        eid = store.episodes.add(Episode(content=f"{CONTENTS[c]} (event {n})", significance=0.7, metadata=meta), scope=scope)
-        model.rows.add(("episode", owner, eid))
-    elif kind == "message":
-        mid = store.agent_messages.send(
-            AgentMessage(source="planner", target="worker", content=CONTENTS[c], session_id="s1", metadata=meta),
-            scope=scope,
-        )
-        model.rows.add(("message", owner, mid))
-    else:
-        store.iterations.log(scope=scope).record_call(tool="search", params=meta, raw_output=CONTENTS[c])
-        model.rows.add(("call", owner, str(n)))
-
-
-def send(proc: subprocess.Popen, line: str) -> None:
-    proc.stdin.write(line.encode() + b"\n")
-    proc.stdin.flush()
-
-
-def stop(proc: subprocess.Popen) -> str:
-    """Kill, reap and close; what it wrote to stderr."""
-    proc.kill()
-    proc.wait()
-    err = proc.stderr.read().decode(errors="replace")
-    for f in (proc.stdin, proc.stdout, proc.stderr):
-        f.close()
-    return err
 
 
 # --------------------------------------------------------------------------------------

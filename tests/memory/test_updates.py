@@ -19,12 +19,7 @@ from ctxfold.memory.embedding import default_embedder, embed_texts
 from ctxfold.memory.records import decoder, encode
 from ctxfold.memory.updates import SUPERSEDE_THRESHOLD, AddResult, compare
 from hypothesis import assume, given, settings, strategies as st
-from memory_stores import U1, U2, BACKENDS, StoreOpener
-
-
-def unit(seed: int, dim: int = 16) -> np.ndarray:
-    v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
-    return v / np.linalg.norm(v)
+from memory_stores import BACKENDS, StoreOpener, U1, U2, unit
 
 
 MERGE = 0.95  # the stores' default merge_threshold
