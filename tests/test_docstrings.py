@@ -12,7 +12,7 @@ from typing import Any
 
 import ctxfold
 
-# Planning is being reorganised into its own stages; its helper gets its docstring there.
+# Names still without a docstring; an entry that gets one must leave the list.
 UNDOCUMENTED = {"ctxfold.engine.plan.Plan", "ctxfold.engine.plan.gap_marker"}
 
 
@@ -58,6 +58,11 @@ def test_every_exported_function_and_class_has_a_docstring() -> None:
     assert len(names) > 100, "the walk found too few public names"
     missing = sorted({name for name, obj in names if not own_doc(obj)} - UNDOCUMENTED)
     assert not missing, f"no docstring: {missing}"
+
+
+def test_the_undocumented_list_is_current() -> None:
+    documented = {name for name, obj in exported() if own_doc(obj)}
+    assert not UNDOCUMENTED & documented, f"documented now, drop from UNDOCUMENTED: {UNDOCUMENTED & documented}"
 
 
 def test_the_top_level_classes_document_their_methods() -> None:
