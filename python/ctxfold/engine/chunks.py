@@ -26,6 +26,8 @@ LEVEL2_SHARE = 0.4
 
 
 class Chunk(msgspec.Struct, kw_only=True):
+    """A run of older messages the `multi_level` strategy summarises as one, at level 1 or 2, or drops."""
+
     indices: list[int]
     """The messages the chunk stands for (consecutive, no hard-protected one)."""
     text: str
@@ -39,10 +41,12 @@ class Chunk(msgspec.Struct, kw_only=True):
 
 
 def transcript(items: Sequence[Item]) -> str:
+    """The items as ``role: text`` lines, the text a chunk summary is made from."""
     return "\n".join(f"{it.role}: {it.text}" for it in items if it.text)
 
 
 def chunk_marker(chunk: Chunk, items: Sequence[Item], level: int) -> str:
+    """The line a chunk's level-``level`` summary starts with: its size and first and last ids."""
     first, last = items[chunk.indices[0]].id, items[chunk.indices[-1]].id
     return f"[level-{level} summary of {len(chunk.indices)} messages, {first}..{last}] "
 

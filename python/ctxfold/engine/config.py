@@ -35,6 +35,10 @@ DEFAULT_WEIGHTS = {
 
 
 class EngineConfig(msgspec.Struct, kw_only=True):
+    """How `ContextEngine` plans: the default budget, the strategy, the scoring
+    weights, what is protected, how summaries and tool output are sized.
+    Presets: `high_compression()` and `high_fidelity()`."""
+
     budget: int = 8000
     """Default token budget of `optimize` when none is passed."""
     strategy: Literal["optimal", "auto", "full", "windowed", "compacted", "multi_level"] = "optimal"

@@ -156,6 +156,7 @@ class DateReference:
 
     @property
     def resolved(self) -> bool:
+        """Whether the reference was resolved to dates (else `reason` says why not)."""
         return self.first is not None
 
     @property
