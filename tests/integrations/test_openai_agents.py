@@ -146,7 +146,9 @@ def test_fit_items_shortens_keeps_pairs_and_reasoning() -> None:
     assert not item_problems(fitted), item_problems(fitted)
     assert chat_tokens(fitted, engine) <= 1500
     cleared = [i for i in fitted if i.get("type") == "function_call_output" and i not in items]
-    assert cleared and all("omitted to save context" in i["output"] for i in cleared)
+    # Shortened outputs are placeholders or summaries, whichever the plan valued more for their size.
+    assert cleared and all("omitted to save context" in i["output"] or i["output"].startswith("[summary] ")
+                           for i in cleared)
     markers = [i for i in fitted if i.get("role") == "user" and i["content"].startswith("[... ")]
     assert markers
     whole = fit_items(items, budget=100_000, engine=engine)

@@ -40,6 +40,9 @@ REFERENCE_SHARE = 0.02
 
 
 class Plan(msgspec.Struct, kw_only=True):
+    """Every decision about the context: the strategy and one form per
+    message, with what rendering needs to write the chosen forms."""
+
     strategy: str
     choices: list[int]
     summary_targets: dict[int, int]
@@ -108,6 +111,7 @@ def zones(items: Sequence[Item], strategy: str, room: int) -> list[str]:
 
 
 def gap_marker(omitted: int) -> str:
+    """The system message text that stands for a run of `omitted` dropped messages."""
     return f"[... {omitted} messages omitted ...]"
 
 
