@@ -10,7 +10,7 @@ Groups (compare the rows of a group):
 - ``optimize-incremental``: the warm engine given the conversation plus one
   new 500-token turn (goal < 50 ms);
 - ``rerank-*``: the same three with the opt-in two-stage ranking
-  (``EngineConfig(rerank=150)``: MiniLM over the first stage's 150 best
+  (``EngineConfig.reranked()``, rerank=150: MiniLM over the first stage's 150 best
   messages), the default beside it in the group; cold loads the model too;
 - the peer, in each group: langchain-core's `trim_messages` (recency only,
   exact o200k counts via the same tokenizer) when langchain-core is installed.
@@ -108,7 +108,7 @@ def test_optimize_incremental(benchmark) -> None:
     _check(benchmark.pedantic(lambda: engine.optimize(grown, query=QUERY, budget=BUDGET), rounds=10, iterations=1))
 
 
-RERANK = EngineConfig(rerank=150)
+RERANK = EngineConfig.reranked()
 
 
 @pytest.mark.benchmark(group="rerank-cold")

@@ -50,6 +50,8 @@ beside it.
 
 ``--arc`` runs ctxfold with the conversation arc in the prompt
 (``EngineConfig(conversation_arc=True)``).
+``--config rerank=N`` turns on two-stage ranking; its MiniLM vectors come
+from the same disk cache as the baselines'.
 """
 
 from __future__ import annotations

@@ -48,3 +48,9 @@ def test_each_bad_value_is_named(kwargs: dict[str, object], match: str) -> None:
 def test_rerank_must_be_a_count(value):
     with pytest.raises(InvalidInputError, match="rerank"):
         EngineConfig(rerank=value)
+
+
+def test_reranked_preset_turns_the_second_stage_on():
+    assert EngineConfig().rerank == 0
+    assert EngineConfig.reranked().rerank == 150
+    assert EngineConfig.reranked(rerank=64, budget=900).rerank == 64

@@ -251,3 +251,12 @@ def test_rerank_off_leaves_the_reranker_unused():
     engine = ContextEngine(encoding="cl100k_base", reranker=reranker)
     engine.optimize(DOCTOR_CHAT, query=DOCTOR_QUERY, budget=60)
     assert engine.reranker is None and reranker.seen == []
+
+
+def test_a_reranker_without_embed_is_refused_naming_the_argument():
+    from ctxfold import ContextEngine, InvalidTypeError
+
+    with pytest.raises(InvalidTypeError, match="reranker"):
+        ContextEngine(encoding="cl100k_base", reranker="bge")
+    with pytest.raises(InvalidTypeError, match="reranker"):
+        ContextEngine(encoding="cl100k_base", reranker=object())

@@ -115,6 +115,14 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         return cls(**{**values, **overrides})  # type: ignore[arg-type]
 
     @classmethod
+    def reranked(cls, **overrides: object) -> EngineConfig:
+        """Two-stage ranking on: MiniLM over the first stage's 150 best
+        messages. Keeps more evidence on every dev set; its first call embeds
+        up to 150 messages, so it is seconds, not milliseconds, on a CPU."""
+        values: dict[str, object] = {"rerank": 150}
+        return cls(**{**values, **overrides})  # type: ignore[arg-type]
+
+    @classmethod
     def high_fidelity(cls, **overrides: object) -> EngineConfig:
         """Conservative: more protected turns, longer summaries, compact late."""
         values: dict[str, object] = {"protect_last": 8, "summary_ratio": 0.5, "compact_threshold": 0.9,

@@ -72,7 +72,9 @@ class ContextEngine:
     sentences only, names, numbers and dates kept verbatim; `HeadTailSummarizer`
     is the model-free cut);
     `embedder=` is the dense half of the semantic layer (default: the static
-    MiniLM table; None for BM25 alone); `store=` (a `ctxfold.memory` store,
+    MiniLM table; None for BM25 alone); `reranker=` re-scores the first
+    stage's short list when `config.rerank` is on (default: the shipped
+    MiniLM, `ctxfold.Embedder`); `store=` (a `ctxfold.memory` store,
     e.g. `SqliteStore("agent.db")`) keeps summaries and embeddings across
     processes, so a restarted agent does not recompute them, and keeps the
     originals of removed messages, so `restore` and `recall` work in a later
@@ -118,7 +120,8 @@ class ContextEngine:
         if not (isinstance(reranker, str) and reranker == "minilm" or callable(getattr(reranker, "embed", None))):
             raise InvalidTypeError(f"reranker: {type(reranker).__name__} has no embed() method. Fix: pass an object "
                                    "with embed(list[str]) -> (n, d) array (e.g. ctxfold.Embedder()) or 'minilm'")
-        self._reranker_spec, self._reranker = reranker, None
+        self._reranker_spec = reranker
+        self._reranker: Any = None
         self.store = store
         self.scope = scope
         self.cache = EngineCache(check_bytes(cache_bytes, "cache_bytes"), caches=caches, scope=scope)

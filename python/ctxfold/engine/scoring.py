@@ -169,7 +169,7 @@ def rerank(texts: list[str], query: str, first: np.ndarray, dense: np.ndarray, r
     base = dense[top]
     if np.isfinite(base).all():
         again = base.mean() + again * base.std()
-    out = first.copy()
+    out: np.ndarray = first.copy()
     out[top] = np.maximum(first[top], again)
     return out
 
