@@ -150,7 +150,7 @@ def evaluate(meter: Meter, texts: list[str], method: Callable[[str, int], str], 
 
 def mmr_method(lam: float = 0.7) -> Callable[[str, int], str]:
     """Plain MMR over whole sentences with the default's vectors, rendered the
-    same way (the issue's "plain MMR" peer)."""
+    same way: the usual peer of an extractive summarizer."""
     import ctxfold
     from ctxfold.summarize.extractive import default_embedder, split_sentences
 

@@ -7,8 +7,8 @@ of questions whose answer string appears in the context, and the same for the
 baselines computed in the same run: recency (latest turns that fit; also
 langchain-core's trim_messages when installed), BM25 top turns, MiniLM top
 turns (`ctxfold.Embedder`, turn vectors cached on disk as in
-eval_retrieval.py: the first run embeds ~4M tokens, about 20 minutes on 2
-cores; `--no-minilm` skips it) and a plain reciprocal rank fusion of BM25 with
+eval_retrieval.py: the first run embeds every history, which is slow on a
+small machine; `--no-minilm` skips it) and a plain reciprocal rank fusion of BM25 with
 the static embedder. Each baseline takes its top turns while they fit.
 
     python benches/eval_longmemeval.py [--limit N] [--budgets eighth,2000] [--no-minilm] [--engine-only]

@@ -233,7 +233,7 @@ def question_split(sentences: list[str], s: Matrix, factor: float = 0.5) -> Matr
     return s
 
 
-#: Dialogue variants of the similarity (``--transform``), tried and not kept (docs/benchmarks.md).
+#: Dialogue variants of the similarity (``--transform``), for comparison with the default (docs/benchmarks.md).
 TRANSFORMS: dict[str, Callable[[list[str], Matrix], Matrix]] = {
     "none": lambda sents, v: v,
     "window1": lambda sents, v: window_vectors(sents, v, 1),
@@ -309,7 +309,7 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=None, help="first N documents (of the part) of each set")
     parser.add_argument("--cache", type=Path, default=None, help="directory caching the embeddings (.npy)")
     parser.add_argument("--transform", choices=[*TRANSFORMS, "qsplit", "answer+qsplit"], default="none",
-                        help="a dialogue variant of the embedding similarity (tried, not kept)")
+                        help="a dialogue variant of the embedding similarity, for comparison")
     args = parser.parse_args()
     if not SEGMENTATION.is_dir():
         print(f"skipped: evaluation data not found at {SEGMENTATION} (set CTXFOLD_SHARED_DATA)")

@@ -17,7 +17,7 @@ models/all-MiniLM-L6-v2/:
 
 Everything is deterministic: ONNX Runtime runs on one thread, numpy in
 float64, and the outputs are written with fixed bytes (``np.save`` and sorted
-JSON). The test ``tests/test_static_embed.py::test_build_script_reproduces_the_shipped_table``
+JSON). The test ``tests/embed/test_static.py::test_build_script_reproduces_the_shipped_table``
 rebuilds the table and compares it with the shipped one to float16 precision.
 
     python scripts/build_static_table.py [--out models/minilm-static] [--dim 256]

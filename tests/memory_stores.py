@@ -1,14 +1,17 @@
 """Stores for the memory suites, on SQLite and PostgreSQL: `StoreOpener`, the
-`opener` and `store` fixtures (import them into a test module to use them)
-and the two users' scopes the suites write to. The postgres params use the
+`opener` and `store` fixtures (tests/memory/conftest.py imports them),
+`Backend` (where one test's store lives; the `backend` fixture), the two
+users' scopes the suites write to, and the helpers several suites share. The postgres params use the
 session fixture ``pg_dsn`` (conftest.py: a server the test run starts; they
 skip when none can be started) and give each opener its own schema."""
 
 from __future__ import annotations
 
 import os
+import traceback
 import uuid
 
+import numpy as np
 import pytest
 from ctxfold.memory import PostgresStore, Scope, SqliteStore
 
@@ -69,3 +72,41 @@ def opener(request: pytest.FixtureRequest, tmp_path: os.PathLike[str]):
 @pytest.fixture
 def store(opener: StoreOpener):
     return opener()
+
+
+class Backend:
+    """Where one test's store lives: a SQLite file or a fresh PostgreSQL database."""
+
+    def __init__(self, name: str, location: str) -> None:
+        self.name = name
+        self.location = location
+
+    def open(self, **kwargs):
+        if self.name == "sqlite":
+            return SqliteStore(self.location, **kwargs)
+        return PostgresStore(self.location, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Backend({self.name}, {self.location})"
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: os.PathLike[str]) -> Backend:
+    if request.param == "sqlite":
+        return Backend("sqlite", os.path.join(tmp_path, "agent.db"))
+    return Backend("postgres", request.getfixturevalue("pg_fresh_dsn"))
+
+
+def unit(seed: int, dim: int = 16) -> np.ndarray:
+    """A random unit vector, the same for the same seed."""
+    v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def full_error(exc: BaseException) -> str:
+    """The exception as a traceback would print it, chained causes included."""
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+def assert_names_fix(message: str) -> None:
+    assert "fix" in message.lower(), f"the message does not say how to fix it: {message}"

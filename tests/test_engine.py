@@ -622,3 +622,27 @@ def test_a_separate_question_about_the_past_does_not_protect_the_latest_turns() 
     assert any(it.status == "dropped" for it in past.items[-4:-1])
     current = engine.optimize(msgs, budget=tight)  # no separate query: the latest turns are the current task
     assert all(it.status == "kept" for it in current.items[-4:])
+
+
+REFERRING = ["The payment service keeps timing out.", "Kate Lee opened the ticket.", "Can you restart it?",
+             "She said it fails after the deploy.", "That bug is back.", "The deploy script broke the build.",
+             "Did they fix it?", "queue depth normal latency fine"]
+REFERENCE_ENGINE = ContextEngine(encoding="cl100k_base", config=EngineConfig(annotate_references=True))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant"]), st.lists(st.sampled_from(REFERRING), min_size=1,
+                                                                          max_size=6).map(" ".join)),
+                min_size=1, max_size=30),
+       st.integers(40, 1500))
+def test_reference_notes_fit_and_keep_the_words(turns, budget) -> None:
+    msgs = [{"role": role, "content": text} for role, text in turns]
+    res = fitted(REFERENCE_ENGINE, msgs, budget)
+    if res is None:
+        return
+    originals = {m["content"] for m in msgs}
+    for m in res.messages:
+        text = m["content"]
+        if "\n[refs: " in text:
+            # The words stay as written; the note only follows them.
+            assert text.rsplit("\n[refs: ", 1)[0] in originals and text.endswith("]")

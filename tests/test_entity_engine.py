@@ -46,7 +46,7 @@ def test_the_goal_message_stays_present_only_with_the_switch() -> None:
 
 
 def test_critical_messages_take_at_most_their_share_of_the_budget() -> None:
-    from ctxfold.engine.plan import CRITICAL_SHARE, critical_protected
+    from ctxfold.engine.options import CRITICAL_SHARE, critical_protected
 
     msgs = [{"role": "user", "content": f"I need to finish report {i} by Friday. " * 10} for i in range(40)]
 

@@ -15,7 +15,7 @@ import sys
 
 import ctxfold
 
-EXPECTED = "6b55b1a9f2068307a2f823e397b74ab1"
+EXPECTED = "e719e88b4cf96b066faa53ff4c7be6c4"
 
 WORDS = (
     "deploy database index migration latency cache invoice customer report budget schedule meeting "

@@ -14,6 +14,7 @@ import ctxfold
 from ctxfold import InvalidTypeError, Tokenizer
 from ctxfold._renamed import renamed_arguments
 from ctxfold.summarize import CallableSummarizer, ExtractiveSummarizer, HeadTailSummarizer, compress
+from ctxfold.summarize.extractive import split_sentences
 from ctxfold.summarize.head_tail import head_tail
 from ctxfold.summarize.protocol import fit_to_tokens
 
@@ -58,6 +59,8 @@ RENAMED_CALLS: list[tuple[str, Callable[[], Any], Callable[[], Any], str]] = [
      lambda: asyncio.run(_awaited(HeadTailSummarizer().asummarize, [TEXT], budget=30)), "target_tokens"),
     ("extract", lambda: ExtractiveSummarizer().extract(TEXT, target_tokens=25).text,
      lambda: ExtractiveSummarizer().extract(TEXT, budget=25).text, "target_tokens"),
+    ("select", lambda: ExtractiveSummarizer().select(split_sentences(TEXT), target=25).text,
+     lambda: ExtractiveSummarizer().select(split_sentences(TEXT), budget=25).text, "target"),
     ("prompt", lambda: CallableSummarizer(str).prompt("x", target_tokens=40),
      lambda: CallableSummarizer(str).prompt("x", budget=40), "target_tokens"),
     ("compress", lambda: compress(TEXT, 0.5, max_tokens=40, progress=False).text,
@@ -122,6 +125,12 @@ def test_budget_allocation_total_is_the_deprecated_budget() -> None:
     with pytest.warns(DeprecationWarning, match=r"BudgetAllocation.total is now BudgetAllocation.budget"):
         assert alloc.total == 120
     assert "budget=120" in repr(alloc)
+
+
+def test_compression_result_target_tokens_is_the_deprecated_budget() -> None:
+    result = compress(TEXT, 0.5, budget=40, progress=False)
+    with pytest.warns(DeprecationWarning, match=r"CompressionResult.target_tokens is now CompressionResult.budget"):
+        assert result.target_tokens == result.budget <= 40
 
 
 def test_the_old_prompt_field_still_fills_and_warns() -> None:

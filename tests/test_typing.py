@@ -73,6 +73,17 @@ def mypy(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_the_script_holds_every_readme_example() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    script = readme_script()
+    blocks = re.findall(r"^```python\n(.*?)^```", readme, re.S | re.M)
+    assert len(blocks) == readme.count("```python"), "a Python block of the README was not read"
+    for line in (line.strip() for block in blocks for line in block.splitlines()):
+        assert line in script, f"README line missing from the checked script: {line}"
+    # The SDK's typed messages reach `optimize`: `messages` is list[ChatCompletionMessageParam].
+    assert "messages: list[ChatCompletionMessageParam]" in script and ".optimize(messages" in script
+
+
 def test_the_readme_examples_pass_mypy_strict(tmp_path: Path) -> None:
     script = tmp_path / "readme_examples.py"
     script.write_text(readme_script(), encoding="utf-8")

@@ -234,6 +234,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``ctxfold`` command with ``argv`` (default: ``sys.argv[1:]``);
+    returns the exit code, 2 with a one-line reason on stderr for bad input."""
     args = _parser().parse_args(argv)
     try:
         return int(args.run(args))

@@ -35,6 +35,7 @@ def test_chunks_have_about_size_messages_and_the_rest_is_the_last_chunk() -> Non
     chunks = make_chunks(its, np.ones(45, dtype=bool), no_groups(45), TOK, 0.3, 10, size=20)
     assert [c.indices for c in chunks] == [list(range(0, 20)), list(range(20, 40)), list(range(40, 45))]
     assert chunks[0].text == transcript(its[:20]) and chunks[0].level == 0
+    assert chunks[1].markers == (chunk_marker(chunks[1], its, 1), chunk_marker(chunks[1], its, 2))
 
 
 def test_a_chunk_never_ends_between_a_tool_call_and_its_results() -> None:

@@ -10,16 +10,15 @@ from hypothesis import strategies as st
 
 from ctxfold import BudgetError
 from ctxfold.engine.cache import EngineCache
-from ctxfold.engine.compaction import placeholder
 from ctxfold.engine.config import EngineConfig
-from ctxfold.engine.messages import parse_messages
-from ctxfold.engine.plan import (
-    CLEAR, DROP, KEEP, LENGTH_POWER, PEOPLE_LENGTH_POWER, SEAM_SLACK, SUMMARY, SUMMARY_MARKER, current_turn, length_weights, plan_items,
-    tool_groups,
+from ctxfold.engine.messages import current_turn, parse_messages, tool_groups
+from ctxfold.engine.options import (
+    CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_MARKER,
 )
+from ctxfold.engine.plan import plan_items
 from ctxfold.engine.run import RunContext
 from ctxfold.summarize.head_tail import HeadTailSummarizer
-from ctxfold.tokens import REPLY_PRIMING, get_tokenizer
+from ctxfold.tokens import REPLY_PRIMING, count_messages, get_tokenizer
 
 TOK = get_tokenizer(encoding="cl100k_base")
 CONFIG = EngineConfig()
@@ -40,8 +39,13 @@ def planned_cost(items, plan) -> int:
     """What the chosen forms may cost at most, by the plan's own pricing."""
     marker = int(TOK.count(SUMMARY_MARKER))
     cost = 0
+    in_chunks = {i for c in plan.chunks for i in c.indices}
+    for c in plan.chunks:
+        if c.level:
+            frame = count_messages([{"role": "system", "content": c.markers[c.level - 1]}], tokenizer=TOK) - REPLY_PRIMING
+            cost += frame + c.targets[c.level - 1] + SEAM_SLACK
     for i, (it, choice) in enumerate(zip(items, plan.choices)):
-        if choice == DROP:
+        if choice == DROP or i in in_chunks:
             continue
         if i in plan.cuts:
             cost += it.tokens - text_tokens(it) + plan.cuts[i]
@@ -50,7 +54,7 @@ def planned_cost(items, plan) -> int:
         elif choice == SUMMARY:
             cost += it.tokens - text_tokens(it) + marker + plan.summary_targets[i] + SEAM_SLACK
         elif choice == CLEAR:
-            cost += it.tokens - text_tokens(it) + int(TOK.count(placeholder(it))) + SEAM_SLACK
+            cost += it.tokens - text_tokens(it) + int(TOK.count(plan.placeholders[i])) + SEAM_SLACK
     return cost
 
 
@@ -204,21 +208,6 @@ def test_plan_promises_hold_for_random_scores_and_costs(msgs, data, protect_rece
         assert plan.choices == [KEEP] * n
 
 
-def test_length_weights_compare_each_message_with_its_role():
-    items = parse_messages([
-        {"role": "user", "content": "word " * 20},
-        {"role": "user", "content": "word " * 40},
-        {"role": "user", "content": "word " * 80},
-        {"role": "assistant", "content": "word " * 400},
-    ], TOK)
-    weights = length_weights(items)
-    tokens = [it.tokens for it in items]
-    assert weights[1] == pytest.approx(1.0)  # the users' median
-    assert weights[0] == pytest.approx((tokens[0] / tokens[1]) ** LENGTH_POWER)
-    assert weights[2] == pytest.approx((tokens[2] / tokens[1]) ** LENGTH_POWER)
-    assert weights[3] == pytest.approx(1.0)  # alone in its role: its own median
-
-
 def test_a_long_relevant_message_is_not_traded_for_two_shorter_weaker_ones():
     msgs = [
         {"role": "system", "content": "You are terse."},
@@ -237,14 +226,43 @@ def test_a_long_relevant_message_is_not_traded_for_two_shorter_weaker_ones():
     assert plan.choices[2] == plan.choices[3] == DROP
 
 
-def test_between_people_length_weights_use_their_own_power():
-    items = parse_messages([
-        {"role": "user", "content": "Emi: " + "word " * 20},
-        {"role": "assistant", "content": "Kate: " + "word " * 20},
-        {"role": "user", "content": "Emi: " + "word " * 80},
-        {"role": "assistant", "content": "Kate: " + "word " * 20},
-        {"role": "user", "content": "Emi: " + "word " * 40},
+def test_a_long_tool_output_in_a_chunk_takes_the_chunks_form():
+    msgs = [{"role": "user", "content": "start " * 20}]
+    for k in range(30):
+        msgs += [{"role": "assistant", "content": None, "tool_calls": [
+                     {"id": f"c{k}", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                 {"role": "tool", "tool_call_id": f"c{k}", "content": f"result {k} " * 80}]
+    msgs.append({"role": "user", "content": "final"})
+    items = parse_messages(msgs, TOK)
+    plan = plan_items(items, np.ones(len(items)), run(3500, EngineConfig(max_tool_output_tokens=50)), "multi_level")
+    in_chunks = {i for c in plan.chunks for i in c.indices}
+    assert in_chunks and any(c.level for c in plan.chunks)
+    # Only messages planned one by one are cut; a chunk's messages are in its summary or dropped with it.
+    assert plan.cuts and not in_chunks & set(plan.cuts)
+    assert planned_cost(items, plan) <= 3500 - REPLY_PRIMING
+
+
+def reference_chat():
+    return parse_messages([
+        {"role": "system", "content": "You are an on-call assistant."},
+        {"role": "user", "content": "The payment service keeps timing out. " + "Nobody knows why yet. " * 6},
+        {"role": "assistant", "content": "I see. " + "Queue depth is normal and latency is within bounds. " * 3},
+        {"role": "user", "content": "Can you restart it now?"},
     ], TOK)
-    weights = length_weights(items)
-    assert weights[2] == pytest.approx((items[2].tokens / items[4].tokens) ** PEOPLE_LENGTH_POWER)
-    assert PEOPLE_LENGTH_POWER != LENGTH_POWER
+
+
+@pytest.mark.parametrize("annotate", [False, True])
+def test_a_reference_into_a_dropped_message_is_named_after_the_kept_one(annotate):
+    items = reference_chat()
+    scores = np.array([1.0, 0.0, 1.0, 1.0])
+    room = items[0].tokens + items[2].tokens + items[3].tokens + 20  # not enough for message 1
+    config = EngineConfig(annotate_references=annotate, protect_last=1)
+    plan = plan_items(items, scores, run(room + REPLY_PRIMING, config))
+    assert plan.choices == [KEEP, DROP, KEEP, KEEP]
+    assert plan.references == ({3: "[refs: it = the payment service]"} if annotate else {})
+
+
+def test_no_reference_note_while_the_antecedent_is_there():
+    items = reference_chat()
+    plan = plan_items(items, np.ones(4), run(10_000, EngineConfig(annotate_references=True)))
+    assert DROP not in plan.choices and plan.references == {}

@@ -7,10 +7,11 @@ import pytest
 
 from ctxfold import count_messages
 from ctxfold.engine.cache import EngineCache
-from ctxfold.engine.compaction import Edit, placeholder
+from ctxfold.engine.compaction import placeholder
 from ctxfold.engine.config import EngineConfig
-from ctxfold.engine.messages import parse_messages
-from ctxfold.engine.plan import CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_MARKER, Plan, gap_marker
+from ctxfold.engine.messages import current_turn, parse_messages
+from ctxfold.engine.options import CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_MARKER
+from ctxfold.engine.plan import Plan, gap_marker
 from ctxfold.engine.render import render
 from ctxfold.engine.run import RunContext
 from ctxfold.errors import CtxFoldError
@@ -44,8 +45,12 @@ def conversation():
 
 
 def make_plan(choices, targets=None, cuts=None, gap_markers=False, duplicates=None):
+    """A plan over `conversation()`, with the placeholders its options would hold."""
+    items = conversation()
+    placeholders = {i: placeholder(items[i]) for i, c in enumerate(choices) if c == CLEAR and i not in (cuts or {})}
     return Plan(strategy="optimal", choices=choices, summary_targets=targets or {}, values=[0.0] * len(choices),
-                cuts=cuts or {}, gap_markers=gap_markers, duplicates=duplicates or {})
+                cuts=cuts or {}, gap_markers=gap_markers, duplicates=duplicates or {}, placeholders=placeholders,
+                current=current_turn(items))
 
 
 def run(items, plan, budget=BIG, summarizer=SUMMARIZER, scores=None, **kwargs):
@@ -122,15 +127,15 @@ def test_gap_markers_name_each_omitted_run():
     assert len(messages) == 6 and total == count_messages(messages, tokenizer=TOK)
 
 
-def test_structural_edits_reported_as_what_they_made():
+def test_a_long_tool_output_cut_to_head_and_tail_says_so():
     items = conversation()
-    edits = {4: Edit("cleared", "stub", "stale tool result"), 1: Edit("cleared", "stub", "debug log")}
-    plan = make_plan([KEEP, SUMMARY, DROP, KEEP, KEEP, DROP, KEEP], targets={1: 40})
-    _, _, results = run(items, plan, edits=edits, tokens_in=[it.tokens + 1 for it in items])
-    assert (results[4].status, results[4].reason) == ("cleared", "stale tool result")
-    assert results[1].status == "summarized"
-    assert results[1].reason == "debug log; then summarised to at most 40 tokens to make room for higher-value messages"
+    plan = make_plan([KEEP, DROP, DROP, KEEP, SUMMARY, DROP, KEEP], cuts={4: 50})
+    messages, total, results = run(items, plan, tokens_in=[it.tokens + 1 for it in items])
+    cut = messages[2]["content"]
+    assert TOK.count(cut) <= 50 and cut.startswith("hit") and "tokens omitted" in cut
+    assert (results[4].status, results[4].reason) == ("summarized", "tool output cut to head + tail (50 tokens) to make room")
     assert [r.tokens_in for r in results] == [it.tokens + 1 for it in items]
+    assert total == count_messages(messages, tokenizer=TOK)
 
 
 def test_a_plan_over_the_budget_is_an_internal_error():
@@ -157,3 +162,15 @@ def test_a_summary_keeps_the_date_note_of_its_message(target):
         assert content.startswith(SUMMARY_MARKER) and content.endswith("\n[dates: Yesterday = 2023-05-07]")
         assert TOK.count(content) <= TOK.count(SUMMARY_MARKER) + target + SEAM_SLACK
         assert total == count_messages(messages, tokenizer=TOK)
+
+
+def test_a_message_kept_without_its_date_note_is_sent_as_written():
+    items = conversation()
+    plain = {1: "first words only"}
+    plan = make_plan([KEEP, KEEP, DROP, DROP, DROP, DROP, KEEP])
+    plan.plain = plain
+    messages, total, results = run(items, plan)
+    assert messages[1] == {**items[1].message, "content": "first words only"}
+    assert (results[1].status, results[1].reason) == ("kept", "")
+    assert results[1].tokens_out == count_messages([messages[1]], tokenizer=TOK) - REPLY_PRIMING
+    assert total == count_messages(messages, tokenizer=TOK)

@@ -58,6 +58,7 @@ class MemoryEmbeddingCache:
         self._lock = threading.Lock()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, FloatArray]:
+        """The cached vectors of those ``keys`` that are cached (read-only arrays)."""
         found: dict[str, FloatArray] = {}
         with self._lock:
             for key in keys:
@@ -68,6 +69,7 @@ class MemoryEmbeddingCache:
         return found
 
     def put_many(self, items: Mapping[str, FloatArray]) -> None:
+        """Cache read-only copies of the vectors, evicting the least recently used past `max_entries`."""
         with self._lock:
             for key, vector in items.items():
                 # Read-only copies: a caller mutating a returned row must not poison the cache.
@@ -79,6 +81,7 @@ class MemoryEmbeddingCache:
                 self._data.popitem(last=False)
 
     def clear(self) -> None:
+        """Forget every cached vector."""
         with self._lock:
             self._data.clear()
 

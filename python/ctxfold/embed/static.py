@@ -4,7 +4,7 @@ A static model is a table with one vector per token of the MiniLM vocabulary,
 distilled from the ONNX model (scripts/build_static_table.py; recipe and
 figures in models/minilm-static/README.md). A text's embedding is the weighted
 mean of its tokens' rows, L2-normalised, computed in the Rust core with the GIL
-released: no model run, so it is hundreds of times faster than the encoder, at
+released: no model run, so it is far faster than the encoder (docs/benchmarks.md), at
 some cost in quality (best used fused with BM25, or to shortlist for MiniLM).
 
 A static model directory holds:
@@ -92,10 +92,10 @@ class StaticEmbedder:
 
     ``embed(list)`` returns a float32 array ``(len, dim)`` of unit vectors
     (``(0, dim)`` for an empty list); ``embed(str)`` returns one vector
-    ``(dim,)``; ``encode`` and calling the object are the same. Texts are
+    ``(dim,)``. Texts are
     embedded whole (no truncation). A text with no tokens (empty or only
     whitespace) gets the zero vector: its cosine with anything is 0. There is
-    no cache: a text costs about a microsecond per token. Thread-safe.
+    no cache: a text is cheap to embed again. Thread-safe.
 
     Raises ``InvalidTypeError`` for anything but a str or a list/tuple of str,
     ``InvalidInputError`` for text that is not valid UTF-8 (lone surrogates),

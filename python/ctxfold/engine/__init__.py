@@ -4,9 +4,12 @@
   exact token costs), with `repair` for malformed agent histories;
 - `scoring`: what each message is worth for the query (lexical, semantic,
   entity, intent, structure and recency layers);
-- `compaction` and `chunks`: the cheaper forms of messages (placeholders,
-  head + tail cuts, chunk summaries);
-- `plan`: one choice per message, a knapsack that fits the budget exactly;
+- `options`: every message's forms with their exact costs and values
+  (verbatim, summary, head + tail cut, placeholder, drop; chunk summaries),
+  from the texts of `compaction` (placeholders, superseded reads, copies)
+  and `chunks`;
+- `plan`: the strategy and one form per message, a knapsack that fits the
+  budget exactly;
 - `render`: the chosen forms assembled into messages, and the report.
 
 `context_engine.ContextEngine` runs them, handing each stage one

@@ -44,6 +44,7 @@ _INT = _getsizeof(1 << 40)
 
 
 def content_hash(text: str) -> str:
+    """Hex sha256 of ``text`` (lone surrogates included): the key of its cached forms."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -26,21 +26,27 @@ LEVEL2_SHARE = 0.4
 
 
 class Chunk(msgspec.Struct, kw_only=True):
+    """A run of older messages the `multi_level` strategy summarises as one, at level 1 or 2, or drops."""
+
     indices: list[int]
     """The messages the chunk stands for (consecutive, no hard-protected one)."""
     text: str
     """The chunk's transcript, `role: text` per message: what is summarised."""
     targets: tuple[int, int]
     """Token targets of the level-1 and level-2 summaries."""
+    markers: tuple[str, str] = ("", "")
+    """The line that opens the chunk's level-1 and level-2 summary (`chunk_marker`), set by `make_chunks`."""
     level: int = 0
     """Chosen: 1 or 2, or 0 for dropped."""
 
 
 def transcript(items: Sequence[Item]) -> str:
+    """The items as ``role: text`` lines, the text a chunk summary is made from."""
     return "\n".join(f"{it.role}: {it.text}" for it in items if it.text)
 
 
 def chunk_marker(chunk: Chunk, items: Sequence[Item], level: int) -> str:
+    """The line a chunk's level-``level`` summary starts with: its size and first and last ids."""
     first, last = items[chunk.indices[0]].id, items[chunk.indices[-1]].id
     return f"[level-{level} summary of {len(chunk.indices)} messages, {first}..{last}] "
 
@@ -77,7 +83,9 @@ def make_chunks(
         text = transcript([items[i] for i in run])
         tokens = int(tokenizer.count(text))
         first = max(min_tokens, int(tokens * ratio))
-        chunks.append(Chunk(indices=run, text=text, targets=(first, max(min_tokens // 2, int(first * ratio)))))
+        chunk = Chunk(indices=run, text=text, targets=(first, max(min_tokens // 2, int(first * ratio))))
+        chunk.markers = (chunk_marker(chunk, items, 1), chunk_marker(chunk, items, 2))
+        chunks.append(chunk)
     return chunks
 
 

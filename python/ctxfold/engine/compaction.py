@@ -1,26 +1,17 @@
-"""Structural compaction: the cheap, reversible steps taken before anything is
-summarised. Each returns new text and never touches decision, quality_gate,
-trajectory or active_task items."""
+"""Structural compaction's texts and facts: the placeholder a cleared message
+leaves, which file reads a later read supersedes, which messages are exact
+copies of later ones. `options` turns them into forms the plan can pick."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from collections.abc import Sequence
 
-import msgspec
+from ctxfold.engine.results import Item
 
-from ctxfold._core import Tokenizer
-from ctxfold.summarize.head_tail import head_tail
-from ctxfold.tokens import message_costs
-from ctxfold.engine.results import STATE_KINDS, Item
+__all__ = ["placeholder", "CLEARABLE_KINDS", "read_path", "superseded_reads", "later_copies"]
 
-__all__ = [
-    "placeholder", "CLEARABLE_KINDS", "superseded_reads", "later_copies", "structural_pass",
-    "apply_edits", "Edit",
-]
-
-#: What may be cleared to a placeholder, in the order it is cleared.
+#: What may be cleared to a placeholder.
 CLEARABLE_KINDS = ("tool_result", "file_read", "debug_log", "intermediate")
 _PATH = re.compile(r"[\w.~-]*(?:/[\w.-]+)+")
 
@@ -45,7 +36,8 @@ def placeholder(item: Item, *, tool_name: str | None = None) -> str:
 _KIND_WORDS = {"file_read": "file read", "debug_log": "debug log", "intermediate": "intermediate output"}
 
 
-def _read_path(item: Item) -> str | None:
+def read_path(item: Item) -> str | None:
+    """The file path a file read names near its start, if any."""
     match = _PATH.search(item.text[:300])
     return match.group(0) if match else None
 
@@ -54,90 +46,12 @@ def superseded_reads(items: Sequence[Item]) -> set[int]:
     """Indices of file reads whose path is read again later."""
     last_read: dict[str, int] = {}
     for i, it in enumerate(items):
-        if it.kind == "file_read" and (path := _read_path(it)):
+        if it.kind == "file_read" and (path := read_path(it)):
             last_read[path] = i
     return {
         i for i, it in enumerate(items)
-        if it.kind == "file_read" and (path := _read_path(it)) and last_read[path] != i
+        if it.kind == "file_read" and (path := read_path(it)) and last_read[path] != i
     }
-
-
-class Edit(NamedTuple):
-    """A structural change to one message: its new content and what it counts as."""
-
-    status: str
-    """``summarized`` (cut to head + tail) or ``cleared`` (a placeholder)."""
-    content: str
-    reason: str
-
-
-def structural_pass(
-    items: Sequence[Item],
-    room: int,
-    keep: Sequence[bool],
-    tokenizer: Tokenizer,
-    max_tool_output_tokens: int,
-) -> dict[int, Edit]:
-    """The cheap, reversible steps, taken in order and only until the
-    messages fit `room` tokens: (1) tool output over `max_tool_output_tokens`
-    cut to head + tail with an omission marker; then cleared to a restorable
-    placeholder: (2) stale tool results, (3) superseded file reads (the same
-    path read again later), (4) debug logs, (5) intermediate outputs, oldest
-    first. Exact duplicates are left to the planner, which drops the earlier
-    copy first (a stub naming the later copy could outlive it). `keep[i]`
-    marks what must not change (protected, the recent turns); decision,
-    quality_gate, trajectory and active_task items are never touched."""
-    edits: dict[int, Edit] = {}
-    total = sum(it.tokens for it in items)
-
-    def apply(i: int, edit: Edit) -> None:
-        nonlocal total
-        item = items[i]
-        content_before = item.message.get("content")
-        old = int(tokenizer.count(content_before)) if isinstance(content_before, str) else 0
-        total += int(tokenizer.count(edit.content)) - old
-        edits[i] = edit
-
-    if total <= room:
-        return edits
-    eligible = [
-        i for i, it in enumerate(items)
-        if not keep[i] and it.kind not in STATE_KINDS and isinstance(it.message.get("content"), str)
-    ]
-
-    def candidates(predicate: Callable[[int, Item], bool]) -> list[int]:
-        return [i for i in eligible if i not in edits and predicate(i, items[i])]
-
-    for i in candidates(lambda i, it: it.role == "tool" and it.tokens > max_tool_output_tokens):
-        if total <= room:
-            return edits
-        apply(i, Edit("summarized", head_tail(items[i].message["content"], max_tool_output_tokens, tokenizer),
-                      f"tool output cut to {max_tool_output_tokens} tokens (head + tail)"))
-    stale = superseded_reads(items)
-    stages: list[tuple[str, Callable[[int, Item], bool]]] = [
-        ("stale tool result", lambda i, it: it.kind == "tool_result"),
-        ("superseded file read", lambda i, it: i in stale),
-        ("debug log", lambda i, it: it.kind == "debug_log"),
-        ("intermediate output", lambda i, it: it.kind == "intermediate"),
-    ]
-    for name, predicate in stages:
-        for i in candidates(predicate):
-            if total <= room:
-                return edits
-            stub = placeholder(items[i])
-            if tokenizer.count(stub) < tokenizer.count(items[i].message["content"]):
-                apply(i, Edit("cleared", stub, name))
-    return edits
-
-
-def apply_edits(items: Sequence[Item], edits: dict[int, Edit], tokenizer: Tokenizer) -> list[Item]:
-    """The items with each edit's content in place and its exact new cost
-    (the text used for scoring stays the original)."""
-    out = list(items)
-    for i, edit in edits.items():
-        message = {**items[i].message, "content": edit.content}
-        out[i] = msgspec.structs.replace(items[i], message=message, tokens=message_costs([message], tokenizer)[0])
-    return out
 
 
 def later_copies(items: Sequence[Item]) -> dict[int, int]:

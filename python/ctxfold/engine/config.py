@@ -35,6 +35,10 @@ DEFAULT_WEIGHTS = {
 
 
 class EngineConfig(msgspec.Struct, kw_only=True):
+    """How `ContextEngine` plans: the default budget, the strategy, the scoring
+    weights, what is protected, how summaries and tool output are sized.
+    Presets: `high_compression()` and `high_fidelity()`."""
+
     budget: int = 8000
     """Default token budget of `optimize` when none is passed."""
     strategy: Literal["optimal", "auto", "full", "windowed", "compacted", "multi_level"] = "optimal"
@@ -63,7 +67,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     """A summarised message keeps about this share of its tokens."""
     min_summary_tokens: int = 24
     max_tool_output_tokens: int = 2000
-    """Tool output longer than this is cut to head + tail before planning."""
+    """Tool output longer than this can be cut to head + tail of this many
+    tokens: one of its forms, which the plan picks before giving up anything
+    of more value."""
     tool_output_warning_tokens: int = 2000
     total_tool_output_warning_tokens: int = 5000
     context_window: int = 128_000
@@ -75,6 +81,14 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     (``[dates: yesterday = 2023-05-07]``), so what is kept still says when;
     the message's own words stay as written, the annotated text is what the
     plan counts, and `restore` returns the original."""
+    annotate_references: bool = False
+    """After a kept message whose pronouns or definite references ("it",
+    "she", "that bug") point into a message that was left out, a line naming
+    what they point to (``[refs: it = the payment service]``), in the room
+    the plan held for them (a fiftieth of the budget); the message's own
+    words stay as written. Off by default: how often the resolution (by
+    recency, agreement and salience) names the right antecedent in real
+    chats is not measured yet."""
     conversation_arc: bool = False
     """Put the conversation arc (`report.arc.to_text()`: current focus, open
     questions, pending actions, decisions, earlier topics) in the prompt as

@@ -16,11 +16,13 @@ import numpy as np
 from ctxfold._core import Tokenizer
 from ctxfold.engine.archive import DEFAULT_ARCHIVE_BYTES, Archive, answer_recall
 from ctxfold.engine.config import EngineConfig
-from ctxfold.engine.messages import parse_messages, parse_with_repairs, with_date_annotations
+from ctxfold.engine.messages import (
+    current_turn, hard_protected, parse_messages, parse_with_repairs, tool_groups, with_date_annotations,
+)
 from ctxfold.engine.cache import DEFAULT_CACHE_BYTES, CachingEmbedder, EngineCache, check_bytes
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 from ctxfold.engine.layers import layer_messages
-from ctxfold.engine.plan import Plan, current_turn, hard_protected, plan_context, tool_groups
+from ctxfold.engine.plan import Plan, plan_context
 from ctxfold.engine.render import render
 from ctxfold.engine.run import RunContext
 from ctxfold.engine.scoring import recency_applies, score_items
@@ -186,10 +188,10 @@ class ContextEngine:
         )
         scores, layers = score_items(items, run)
         lap("score")
-        items, edits, plan = plan_context(items, scores, run)
+        plan = plan_context(items, scores, run)
         strategy = plan.strategy
         lap("plan")
-        out, tokens, results = render(items, plan, scores, layers, run, edits, sizes)
+        out, tokens, results = render(items, plan, scores, layers, run, sizes)
         lap("render")
         self._archive_changed(items, results)
         counts = {s: sum(r.status == s for r in results) for s in ("kept", "summarized", "cleared", "dropped")}
@@ -379,7 +381,7 @@ class ContextEngine:
     def _warnings(self, items: Sequence[Item], sizes: Sequence[int], plan: Plan, results: Sequence[Any]) -> list[str]:
         """One line per kind of problem, with counts, in the caller's sizes."""
         warnings = list(plan.notes)
-        cut = [results[i] for i in plan.cuts]
+        cut = [results[i] for i in plan.cuts if i in plan.current]
         if cut:
             what = ", ".join(f"{r.id} {r.tokens_in} -> {r.tokens_out}" for r in cut)
             warnings.append(f"the current turn did not fit and was cut to head + tail (tokens: {what})")

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from ctxfold._core import Tokenizer
 from ctxfold.adapters import is_anthropic, split_anthropic
@@ -29,12 +30,13 @@ from ctxfold.engine.archive import tool_call_names
 from ctxfold.engine.cache import EngineCache
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 from ctxfold.engine.repair import Entry, OnInvalid, RepairLog, repair_entries
-from ctxfold.text.temporal import with_date_note
+from ctxfold.text.temporal import split_date_note, with_date_note
 from ctxfold.tokens import _collect_message, message_costs
 from ctxfold.engine.results import Item, Repair
 
 __all__ = [
-    "parse_messages", "parse_with_repairs", "message_text", "with_date_annotations", "people_in_chat", "API_KEYS", "ROLES",
+    "parse_messages", "parse_with_repairs", "message_text", "with_date_annotations", "people_in_chat", "tool_groups",
+    "current_turn", "hard_protected", "API_KEYS", "ROLES",
 ]
 
 #: The keys OpenAI's chat API reads; everything else is ctxfold metadata.
@@ -121,7 +123,8 @@ def with_date_annotations(items: Sequence[Item], tokenizer: Tokenizer, cache: En
     costs = (cache.costs_of(messages, lambda todo: message_costs(todo, tokenizer)) if cache is not None
              else message_costs(messages, tokenizer))
     for (i, message), cost in zip(changed, costs):
-        out[i] = msgspec.structs.replace(items[i], message=message, tokens=cost)
+        note = split_date_note(message["content"])[1]
+        out[i] = msgspec.structs.replace(items[i], message=message, tokens=cost, date_note=note)
     return out
 
 
@@ -391,3 +394,38 @@ def _iso_seconds(value: str) -> tuple[float, float]:
 def dumps_arguments(arguments: Any) -> str:
     """Tool call arguments as the JSON string the chat API expects."""
     return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+
+
+def tool_groups(items: Sequence[Item]) -> np.ndarray:
+    """Group id per item: an assistant message with tool calls and every
+    result of those calls share the id of the assistant message; -1 alone."""
+    groups = np.full(len(items), -1, dtype=np.int64)
+    owner: dict[str, int] = {}
+    for i, it in enumerate(items):
+        for call_id in it.tool_call_ids:
+            owner[call_id] = i
+            groups[i] = i
+        call = it.message.get("tool_call_id")
+        if call in owner:
+            groups[i] = owner[call]
+    return groups
+
+
+def current_turn(items: Sequence[Item]) -> list[int]:
+    """The messages the next answer is for: the last user message and, when
+    the input ends with tool results, the assistant message that made those
+    calls with all of its results."""
+    current = set()
+    last_user = max((i for i, it in enumerate(items) if it.role == "user"), default=None)
+    if last_user is not None:
+        current.add(last_user)
+    if items and items[-1].role == "tool":
+        groups = tool_groups(items)
+        if groups[-1] >= 0:
+            current.update(i for i in range(len(items)) if groups[i] == groups[-1])
+    return sorted(current)
+
+
+def hard_protected(it: Item) -> bool:
+    """System and developer messages and pinned ones: kept verbatim, always."""
+    return it.pinned or it.role in ("system", "developer")

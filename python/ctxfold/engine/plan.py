@@ -15,57 +15,28 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from ctxfold._core import Tokenizer, select_options
-from ctxfold.engine.compaction import CLEARABLE_KINDS, Edit, apply_edits, later_copies, placeholder, structural_pass
-from ctxfold.engine.config import EngineConfig
-from ctxfold.engine.messages import people_in_chat
+from ctxfold._core import select_options
+from ctxfold.engine.chunks import CHUNK_SIZE, Chunk
+from ctxfold.engine.messages import current_turn
+from ctxfold.engine.options import (
+    CLEAR, DROP, KEEP, PLAIN, SUMMARY, SUMMARY_SHARE, Options, message_options, system_message_cost,
+)
 from ctxfold.errors import BudgetError
-from ctxfold.text.entity_repository import critical_messages
-from ctxfold.engine.chunks import CHUNK_SIZE, LEVEL2_SHARE, Chunk, chunk_marker, make_chunks, movable_for_chunks
-from ctxfold.tokens import REPLY_PRIMING, count_messages
-from ctxfold.engine.results import STATE_KINDS, Item
+from ctxfold.text.crossref import resolve_references
+from ctxfold.tokens import REPLY_PRIMING
+from ctxfold.engine.results import Item
 from ctxfold.engine.run import RunContext
 
 __all__ = [
-    "Plan", "plan_context", "plan_items", "choose_strategy", "zones", "pull_in_neighbours", "current_turn", "count_gap_markers",
-    "gap_marker", "KEEP", "SUMMARY", "CLEAR", "DROP", "SUMMARY_MARKER",
+    "Plan", "plan_context", "plan_items", "choose_strategy", "zones", "pull_in_neighbours", "count_gap_markers",
+    "gap_marker",
 ]
 
-KEEP, SUMMARY, CLEAR, DROP = 0, 1, 2, 3
-SUMMARY_MARKER = "[summary] "
-# Value of a soft-protected message kept / shortened: far above any score, so
-# the knapsack only shortens or drops one when nothing else is left.
-# A soft-protected message is always present (the floor SOFT_PRESENT dwarfs any
-# score); whether verbatim or shortened is traded against other messages, with
-# a bonus for verbatim worth about half of a top-scored message.
-SOFT_PRESENT, SOFT_VERBATIM_BONUS = 5e5, 0.5
-# Value grows as a power of the (max-normalised) score: the best-scored
-# messages must win over many middling ones of the same total size, while the
-# knapsack still prefers a short relevant turn to a long one.
-SCORE_POWER = 3.0
-# Value also grows with a message's length relative to the median of its role,
-# to this power: a knapsack left alone favours short turns for their size, while
-# a long message often holds the facts; per role, as roles differ in typical length.
-LENGTH_POWER = 0.3
-# In a chat between two people the plan packs by score alone (value in
-# proportion to length), which keeps more evidence there (docs/benchmarks.md).
-PEOPLE_LENGTH_POWER = 1.0
-SUMMARY_SHARE, CLEAR_SHARE = 0.35, 0.02
 # Neighbour expansion: a kept answer lifts the dropped question it replies to
 # by this share of its own value.
 NEIGHBOUR_SHARE = 0.5
-# Joining a marker and a summary can merge a token or two across the seam.
-SEAM_SLACK = 2
-# The current turn outranks everything else: verbatim, then shortened, then
-# at its minimal size; the steps dwarf any sum of other values.
-CURRENT_PRESENT = 1e9
-# A shortened current turn takes at most this share of the room left beside
-# the protected messages, so some history still fits beside it.
-CURRENT_SHARE = 0.75
-# Messages protected for their critical entities take at most this share of the room.
-CRITICAL_SHARE = 0.1
-# The smallest form of a current-turn text (head + tail around the omission marker).
-CURRENT_MIN_TOKENS = 64
+# With `annotate_references`, the share of the room held for reference notes.
+REFERENCE_SHARE = 0.02
 
 
 class Plan(msgspec.Struct, kw_only=True):
@@ -80,90 +51,22 @@ class Plan(msgspec.Struct, kw_only=True):
     chunks: list[Chunk] = msgspec.field(default_factory=list)
     """MULTI_LEVEL: the chunks of older messages and the summary level chosen for each."""
     cuts: dict[int, int] = msgspec.field(default_factory=dict)
-    """Current-turn messages shortened to head + tail: the token limit of each content."""
+    """Messages shortened to head + tail (the current turn, long tool output): the token limit of each content."""
+    placeholders: dict[int, str] = msgspec.field(default_factory=dict)
+    """The text of each message planned as CLEAR."""
+    plain: dict[int, str] = msgspec.field(default_factory=dict)
+    """Messages kept (KEEP) without their date note: the text each is kept as."""
+    references: dict[int, str] = msgspec.field(default_factory=dict)
+    """Kept messages whose pronouns point into messages left out: the line
+    naming what they point to (``[refs: it = the payment service]``)."""
     current: list[int] = msgspec.field(default_factory=list)
     """The indices of the current turn."""
     duplicates: dict[int, int] = msgspec.field(default_factory=dict)
     """Messages repeated verbatim later: the index of the last copy."""
+    superseded: dict[int, int] = msgspec.field(default_factory=dict)
+    """File reads whose path is read again later: the index of the last read."""
     notes: list[str] = msgspec.field(default_factory=list)
     """What the planner had to give up, for the report's warnings."""
-
-
-def message_values(scores: np.ndarray, items: Sequence[Item] | None = None) -> np.ndarray:
-    """What keeping each message is worth: its score scaled so the best is 1,
-    to the power SCORE_POWER (plus a hair so that everything is worth keeping
-    when there is room); with `items`, times `length_weights(items)`."""
-    clipped = np.clip(scores, 0, None)
-    values: np.ndarray = (clipped / max(float(clipped.max(initial=0.0)), 1e-12)) ** SCORE_POWER + 1e-6
-    if items is not None:
-        values *= length_weights(items)
-    return values
-
-
-def length_weights(items: Sequence[Item]) -> np.ndarray:
-    """(tokens / median tokens of the same role) ** LENGTH_POWER per message
-    (PEOPLE_LENGTH_POWER in a chat between two people): 1 for a message of its
-    role's typical length."""
-    power = LENGTH_POWER if people_in_chat(items) is None else PEOPLE_LENGTH_POWER
-    tokens = np.array([max(it.tokens, 1) for it in items], dtype=np.float64)
-    roles = np.array([it.role for it in items], dtype=object)
-    relative = np.ones(len(items))
-    for role in set(roles.tolist()):
-        same = roles == role
-        relative[same] = tokens[same] / float(np.median(tokens[same]))
-    weights: np.ndarray = relative ** power
-    return weights
-
-
-def tool_groups(items: Sequence[Item]) -> np.ndarray:
-    """Group id per item: an assistant message with tool calls and every
-    result of those calls share the id of the assistant message; -1 alone."""
-    groups = np.full(len(items), -1, dtype=np.int64)
-    owner: dict[str, int] = {}
-    for i, it in enumerate(items):
-        for call_id in it.tool_call_ids:
-            owner[call_id] = i
-            groups[i] = i
-        call = it.message.get("tool_call_id")
-        if call in owner:
-            groups[i] = owner[call]
-    return groups
-
-
-def hard_protected(it: Item) -> bool:
-    return it.pinned or it.role in ("system", "developer")
-
-
-def soft_protected(items: Sequence[Item], config: EngineConfig, recent: bool = True) -> np.ndarray:
-    """Messages kept present (verbatim when they fit, shortened otherwise):
-    the last user message, agent-state kinds, and with `recent` the last
-    `config.protect_last` messages."""
-    n = len(items)
-    soft = np.zeros(n, dtype=bool)
-    if recent:
-        soft[max(0, n - config.protect_last):] = True
-    last_user = max((i for i, it in enumerate(items) if it.role == "user"), default=None)
-    if last_user is not None:
-        soft[last_user] = True
-    for i, it in enumerate(items):
-        soft[i] |= it.kind in ("active_task", "decision")
-    return soft
-
-
-def critical_protected(items: Sequence[Item], config: EngineConfig, room: int) -> np.ndarray:
-    """With ``protect_critical_entities``: the latest user message per
-    active critical entity (`critical_messages`), newest
-    first, while their full size stays within CRITICAL_SHARE of the room."""
-    out = np.zeros(len(items), dtype=bool)
-    if not config.protect_critical_entities:
-        return out
-    found = critical_messages([{"role": it.role, "content": it.text} for it in items])
-    spent = 0
-    for i in sorted(found, reverse=True):
-        if spent + items[i].tokens <= CRITICAL_SHARE * room:
-            out[i] = True
-            spent += items[i].tokens
-    return out
 
 
 def choose_strategy(tokens: int, budget: int) -> str:
@@ -204,21 +107,6 @@ def zones(items: Sequence[Item], strategy: str, room: int) -> list[str]:
     return ["free"] * n
 
 
-def current_turn(items: Sequence[Item]) -> list[int]:
-    """The messages the next answer is for: the last user message and, when
-    the input ends with tool results, the assistant message that made those
-    calls with all of its results."""
-    current = set()
-    last_user = max((i for i, it in enumerate(items) if it.role == "user"), default=None)
-    if last_user is not None:
-        current.add(last_user)
-    if items and items[-1].role == "tool":
-        groups = tool_groups(items)
-        if groups[-1] >= 0:
-            current.update(i for i in range(len(items)) if groups[i] == groups[-1])
-    return sorted(current)
-
-
 def gap_marker(omitted: int) -> str:
     return f"[... {omitted} messages omitted ...]"
 
@@ -236,130 +124,58 @@ def count_gap_markers(present: Sequence[bool]) -> int:
     return markers
 
 
-def plan_context(items: Sequence[Item], scores: np.ndarray, run: RunContext) -> tuple[list[Item], dict[int, Edit], Plan]:
+def plan_context(items: Sequence[Item], scores: np.ndarray, run: RunContext) -> Plan:
     """Every decision about the context: the strategy (everything as it is
-    when it fits, under ``full`` or ``auto``), then the structural edits (the
-    cheap, reversible forms, until the messages fit; protected messages
-    untouched), then one choice per message (`plan_items`). Returns the
-    items as edited, the edits by index, and the plan."""
-    budget, config, tokenizer = run.budget, run.config, run.tokenizer
+    when it fits, under ``full`` or ``auto``), then one form per message
+    (`plan_items`), structural compaction's forms among them."""
     needed = sum(it.tokens for it in items) + REPLY_PRIMING
-    strategy: str = config.strategy
-    if strategy == "auto" or needed <= budget:
-        strategy = choose_strategy(needed, budget)
-    if strategy == "full" and needed <= budget:
+    strategy: str = run.config.strategy
+    if strategy == "auto" or needed <= run.budget:
+        strategy = choose_strategy(needed, run.budget)
+    if strategy == "full" and needed <= run.budget:
         n = len(items)
-        return list(items), {}, Plan(strategy="full", choices=[KEEP] * n, summary_targets={}, values=[0.0] * n)
-    keep = np.array([hard_protected(it) for it in items], dtype=bool) | soft_protected(items, config)
-    edits = structural_pass(items, budget - REPLY_PRIMING, keep.tolist(), tokenizer, config.max_tool_output_tokens)
-    compacted = apply_edits(items, edits, tokenizer)
-    plan = plan_items(compacted, scores, run, "optimal" if strategy == "full" else strategy)
-    return compacted, edits, plan
+        return Plan(strategy="full", choices=[KEEP] * n, summary_targets={}, values=[0.0] * n)
+    return plan_items(items, scores, run, "optimal" if strategy == "full" else strategy)
 
 
 def plan_items(items: Sequence[Item], scores: np.ndarray, run: RunContext, strategy: str = "optimal") -> Plan:
-    """One choice per message within `run.budget`; `run.question_is_current`
-    says that the last user message is what the next answer is for (no other
-    query was given), so its verbatim form outranks any history; otherwise it
-    is still always present, but its form is traded against the history by
-    value. `run.protect_recent`: whether the last `config.protect_last`
-    messages are soft-protected."""
-    budget, config, tokenizer, cache = run.budget, run.config, run.tokenizer, run.cache
+    """One form per message within `run.budget`, from `message_options` under
+    `strategy`'s zones: the knapsack's choice, solved again while gap markers
+    or neighbour expansion change what it must fit or what things are worth.
+    `run.question_is_current` says that the last user message is what the
+    next answer is for (no other query was given), so its verbatim form
+    outranks any history; otherwise it is still always present, but its form
+    is traded against the history by value. `run.protect_recent`: whether
+    the last `config.protect_last` messages are soft-protected."""
     n = len(items)
-    room = budget - REPLY_PRIMING
-    hard = np.array([hard_protected(it) for it in items], dtype=bool)
-    groups = tool_groups(items)
-    # A protected message keeps its whole tool group (the knapsack gives a
-    # group with a protected member option 0), so the group counts as fixed.
-    fixed_groups = {int(g) for g, h in zip(groups, hard) if h and g >= 0}
-    fixed_mask = hard | np.array([g >= 0 and int(g) in fixed_groups for g in groups], dtype=bool)
-    fixed = int(sum(it.tokens for it, f in zip(items, fixed_mask) if f))
-    if fixed > room:
-        raise BudgetError(
-            f"budget: the system prompt, pinned messages and tool definitions alone need {fixed + REPLY_PRIMING} "
-            f"tokens but the budget is {budget} ({fixed - room} over); raise the budget or unpin messages"
-        )
-    contents = [it.message.get("content") for it in items]
-    strings = [c for c in contents if isinstance(c, str)]
-    by_text = dict(zip(strings, cache.count_texts(strings, tokenizer)))
-    text_tokens = [by_text[c] if isinstance(c, str) else 0 for c in contents]
-    current = [i for i in current_turn(items) if not fixed_mask[i]]
-    last_user = max((i for i, it in enumerate(items) if it.role == "user"), default=None)
-    traded = {last_user} if not run.question_is_current and last_user in current else set()
-    cuts, cut_costs = _current_forms(
-        items, current, text_tokens, room - fixed, budget, fixed, {i: config.summary_ratio for i in traded}
-    )
-    zone = zones(items, strategy, room)
-    soft = (soft_protected(items, config, run.protect_recent) | np.array([z == "window" for z in zone])
-            | critical_protected(items, config, room)) & ~hard
-    targets: dict[int, int] = {}
-    marker = int(tokenizer.count(SUMMARY_MARKER))
-    base = message_values(scores, items)
-    duplicates = later_copies(items)
-    for i in duplicates:
-        # An exact copy of a later message adds nothing while that one is there.
-        base[i] = 0.0
-    # Built as Python lists (one row per message: keep, summary, clear, drop),
-    # then one array: element-wise numpy writes would cost more than the solve.
-    unavailable = room + 1
-    cost_rows: list[list[int]] = []
-    value_rows: list[list[float]] = []
-    for i, (it, b, is_soft) in enumerate(zip(items, base.tolist(), soft.tolist())):
-        cost = [it.tokens, unavailable, unavailable, 0]
-        value = [SOFT_PRESENT + SOFT_VERBATIM_BONUS + b if is_soft else b, 0.0, 0.0, 0.0]
-        cost_rows.append(cost)
-        value_rows.append(value)
-        if i in cut_costs:
-            # The current turn: verbatim, shortened or minimal, never dropped.
-            cost[:] = [*cut_costs[i], unavailable]
-            if i in traded:
-                value[:] = [CURRENT_PRESENT + SOFT_VERBATIM_BONUS + b, CURRENT_PRESENT + b * SUMMARY_SHARE,
-                            CURRENT_PRESENT + b * CLEAR_SHARE, 0.0]
-            else:
-                value[:] = [3 * CURRENT_PRESENT + b, 2 * CURRENT_PRESENT + b, CURRENT_PRESENT + b, 0.0]
-            continue
-        if it.tool_call_ids:
-            # The call itself stays whole; its results carry the shortening.
-            cost[SUMMARY] = cost[CLEAR] = it.tokens
-            value[SUMMARY] = value[CLEAR] = value[KEEP] * 0.999
-            continue
-        ratio = min(config.summary_ratio, 0.15) if zone[i] == "heavy" else config.summary_ratio
-        target = max(config.min_summary_tokens, int(text_tokens[i] * ratio))
-        if zone[i] != "key" and text_tokens[i] > target + marker + SEAM_SLACK and it.kind not in STATE_KINDS:
-            targets[i] = target
-            cost[SUMMARY] = it.tokens - text_tokens[i] + marker + target + SEAM_SLACK
-            value[SUMMARY] = SOFT_PRESENT + b * SUMMARY_SHARE if is_soft else b * SUMMARY_SHARE
-            if zone[i] in ("summarize", "heavy") and not fixed_mask[i]:
-                cost[KEEP] = unavailable
-        if it.kind in CLEARABLE_KINDS and not is_soft:
-            stub = int(tokenizer.count(placeholder(it)))
-            if stub + SEAM_SLACK < text_tokens[i]:
-                cost[CLEAR] = it.tokens - text_tokens[i] + stub + SEAM_SLACK
-                value[CLEAR] = b * CLEAR_SHARE
-    costs = np.array(cost_rows, dtype=np.int64).reshape(n, 4)
-    values = np.array(value_rows, dtype=np.float64).reshape(n, 4)
-    chunks: list[Chunk] = []
-    if strategy == "multi_level":
-        movable = movable_for_chunks(items, hard | soft | _in_current(n, current), groups, CHUNK_SIZE)
-        chunks = make_chunks(items, movable, groups, tokenizer, config.summary_ratio, config.min_summary_tokens)
-    in_chunk = {i for c in chunks for i in c.indices}
-    rows = [i for i in range(n) if i not in in_chunk]
-    chunk_costs, chunk_values = _chunk_options(chunks, items, base, room, tokenizer)
+    room = run.budget - REPLY_PRIMING
+    options = message_options(items, scores, run, zones(items, strategy, room), chunked=strategy == "multi_level")
+    values, rows, chunks = options.values, options.rows, options.chunks
     gap_markers = strategy == "compacted"
     # Gap markers cost tokens only once the choices are known: the room holds
     # a reserve for them, raised and solved again until the markers fit it.
-    marker_cost = _system_message_cost(gap_marker(n), tokenizer) if gap_markers else 0
+    marker_cost = system_message_cost(gap_marker(n), run) if gap_markers else 0
     reserve = 0
+    # Reference notes are known only once the choices are: a share of the
+    # room is held for them (unless the protected messages need it).
+    held = int(room * REFERENCE_SHARE) if run.config.annotate_references else 0
 
     def solve() -> tuple[np.ndarray, Any]:
         return select_options(
-            np.vstack([costs[rows], chunk_costs]), np.vstack([values[rows], chunk_values]), room - reserve,
-            protected=np.concatenate([hard[rows], np.zeros(len(chunks), dtype=bool)]),
-            groups=np.concatenate([groups[rows], np.full(len(chunks), -1, dtype=np.int64)]), return_info=True,
+            np.vstack([options.costs[rows], options.chunk_costs]), np.vstack([values[rows], options.chunk_values]),
+            room - reserve - held,
+            protected=np.concatenate([options.hard[rows], np.zeros(len(chunks), dtype=bool)]),
+            groups=np.concatenate([options.groups[rows], np.full(len(chunks), -1, dtype=np.int64)]), return_info=True,
         )
 
-    choices, info = solve()
-    if config.expand_neighbours and pull_in_neighbours(items, rows, choices, values, base):
+    try:
+        choices, info = solve()
+    except BudgetError:
+        if not held:
+            raise
+        held = 0
+        choices, info = solve()
+    if run.config.expand_neighbours and pull_in_neighbours(items, rows, choices, values, options.base):
         choices, info = solve()
     notes: list[str] = []
     unmarked = choices, info
@@ -369,7 +185,7 @@ def plan_items(items: Sequence[Item], scores: np.ndarray, run: RunContext, strat
             break
         reserve = needed
         try:
-            if room - reserve < fixed:
+            if room - reserve - held < options.fixed:
                 raise BudgetError("no room for the gap markers")
             choices, info = solve()
         except BudgetError:
@@ -377,93 +193,94 @@ def plan_items(items: Sequence[Item], scores: np.ndarray, run: RunContext, strat
             # context goes without, as planned before they were reserved.
             (choices, info), gap_markers = unmarked, False
             notes.append("no room for gap markers: omitted runs of messages are not marked")
-    chosen = [DROP] * n
+    chosen, plain = _chosen(items, options, choices)
+    planned = set(rows)  # messages in a chunk take the chunk's form, not their own
     chosen_values = [0.0] * n
     for row, i in enumerate(rows):
-        # A tool call shares its results' choice but is itself always kept whole.
-        c = int(choices[row])
-        chosen[i] = KEEP if items[i].tool_call_ids and c in (SUMMARY, CLEAR) else c
-        chosen_values[i] = float(values[i, chosen[i]])
-    for i, forms in cuts.items():
-        if chosen[i] in (SUMMARY, CLEAR) and not forms[chosen[i]]:
-            chosen[i] = KEEP  # a current-turn message whose group was shortened, itself whole
+        chosen_values[i] = float(values[i, int(choices[row])])
     for k, chunk in enumerate(chunks):
         option = int(choices[len(rows) + k])
         chunk.level = {0: 1, 1: 2}.get(option, 0)
         for i in chunk.indices:
-            chosen[i] = SUMMARY if chunk.level else DROP
-            chosen_values[i] = float(chunk_values[k, option]) / len(chunk.indices)
+            chosen_values[i] = float(options.chunk_values[k, option]) / len(chunk.indices)
+    spent = int(np.vstack([options.costs[rows], options.chunk_costs])[np.arange(len(choices)), choices].sum())
+    free = room - (reserve if gap_markers else 0) - spent
+    references = (_reference_notes(items, chosen, plain, chosen_values, free, run)
+                  if run.config.annotate_references else {})
     return Plan(
         strategy=strategy,
         choices=chosen,
-        summary_targets={
-            i: targets[i] for i in rows if chosen[i] == SUMMARY and i in targets and i not in cut_costs
-        },
+        summary_targets={i: t for i, t in options.summary_targets.items() if chosen[i] == SUMMARY and i in planned},
         values=chosen_values,
         gap=float(info["gap"]),
         gap_markers=gap_markers,
         chunks=chunks,
-        cuts={i: cuts[i][chosen[i]] for i in cuts if chosen[i] in (SUMMARY, CLEAR) and cuts[i][chosen[i]]},
-        current=current_turn(items),
-        duplicates=duplicates,
+        cuts={i: limits[chosen[i]] for i, limits in options.cuts.items()
+              if i in planned and chosen[i] in (SUMMARY, CLEAR) and limits[chosen[i]]},
+        placeholders={i: text for i, text in options.placeholders.items() if chosen[i] == CLEAR},
+        plain=plain,
+        references=references,
+        current=options.current,
+        duplicates=options.duplicates,
+        superseded=options.superseded,
         notes=notes,
     )
 
 
-def _in_current(n: int, current: Sequence[int]) -> np.ndarray:
-    mask = np.zeros(n, dtype=bool)
-    mask[list(current)] = True
-    return mask
+def _chosen(items: Sequence[Item], options: Options, choices: np.ndarray) -> tuple[list[int], dict[int, str]]:
+    """The knapsack's choice per message, in the plan's terms, and the
+    messages kept without their date note (the text each is kept as). A tool
+    call that shares its results' shortened form is itself kept whole, and
+    so is a current-turn message whose group was shortened around it, or a
+    member without a note of a group kept without notes; a message in a
+    chunk is summarised with it or dropped with it."""
+    chosen = [DROP] * len(items)
+    plain: dict[int, str] = {}
+    for row, i in enumerate(options.rows):
+        c = int(choices[row])
+        if c == PLAIN:
+            if i in options.plain:
+                plain[i] = options.plain[i]
+            c = KEEP
+        chosen[i] = KEEP if items[i].tool_call_ids and c in (SUMMARY, CLEAR) else c
+    for i in options.current:
+        forms = options.cuts.get(i)
+        if forms and chosen[i] in (SUMMARY, CLEAR) and not forms[chosen[i]]:
+            chosen[i] = KEEP
+    for k, chunk in enumerate(options.chunks):
+        option = int(choices[len(options.rows) + k])
+        for i in chunk.indices:
+            chosen[i] = SUMMARY if option in (0, 1) else DROP
+    return chosen, plain
 
 
-def _current_forms(
-    items: Sequence[Item],
-    current: Sequence[int],
-    text_tokens: Sequence[int],
-    free: int,
-    budget: int,
-    fixed: int,
-    ratios: dict[int, float],
-) -> tuple[dict[int, tuple[int, int, int]], dict[int, tuple[int, int, int]]]:
-    """The three forms of each current-turn message (verbatim, shortened,
-    minimal): the token limit of the content for each shortened form (0 =
-    verbatim) and each form's cost. Texts share CURRENT_SHARE of the room
-    left beside everything fixed, in proportion to their size, or keep at
-    most `ratios[i]` of their size where one is given; a tool call and any
-    message without text content stay whole in every form. Raises
-    `BudgetError` when even the minimal forms cannot fit."""
-    shrinkable = [i for i in current if isinstance(items[i].message.get("content"), str)
-                  and not items[i].tool_call_ids and text_tokens[i] > CURRENT_MIN_TOKENS]
-    overhead = sum(items[i].tokens - (text_tokens[i] if i in shrinkable else 0) for i in current)
-    minimal = overhead + CURRENT_MIN_TOKENS * len(shrinkable)
-    if minimal > free:
-        full = sum(items[i].tokens for i in current)
-        raise BudgetError(
-            f"budget: the current turn needs at least {minimal} tokens even shortened ({full} in full) and "
-            f"the system prompt, pinned messages and reply priming {fixed + REPLY_PRIMING}, but the budget is "
-            f"{budget}; raise the budget to at least {minimal + fixed + REPLY_PRIMING}"
-        )
-    share = max(0, int((free - overhead) * CURRENT_SHARE))
-    total_text = sum(text_tokens[i] for i in shrinkable) or 1
-    cuts: dict[int, tuple[int, int, int]] = {}
-    costs: dict[int, tuple[int, int, int]] = {}
-    for i in current:
-        if i not in shrinkable:
-            cuts[i] = (0, 0, 0)
-            costs[i] = (items[i].tokens,) * 3
+def _reference_notes(
+    items: Sequence[Item], chosen: Sequence[int], plain: dict[int, str], values: Sequence[float], free: int,
+    run: RunContext,
+) -> dict[int, str]:
+    """A line after each verbatim message whose references resolve
+    (`resolve_references`) into a message that is not there verbatim, naming
+    what they point to; most valuable messages first, each while its exact
+    cost fits the `free` tokens the plan left."""
+    verbatim = {i for i, c in enumerate(chosen) if c == KEEP}
+    found: dict[int, list[str]] = {}
+    for ref in resolve_references([it.text for it in items]):
+        if ref.message in verbatim and ref.antecedent_message not in verbatim:
+            named = f"{ref.text} = {ref.antecedent}"
+            if named not in found.setdefault(ref.message, []):
+                found[ref.message].append(named)
+    out: dict[int, str] = {}
+    for i in sorted(found, key=lambda i: -values[i]):
+        content = items[i].message.get("content")
+        if not isinstance(content, str):
             continue
-        head_room = items[i].tokens - text_tokens[i]
-        shortened = share * text_tokens[i] // total_text
-        if i in ratios:
-            shortened = min(shortened, int(text_tokens[i] * ratios[i]))
-        shortened = min(text_tokens[i], max(CURRENT_MIN_TOKENS, shortened))
-        cuts[i] = (0, shortened if shortened < text_tokens[i] else 0, CURRENT_MIN_TOKENS)
-        costs[i] = (items[i].tokens, head_room + shortened, head_room + CURRENT_MIN_TOKENS)
-    return cuts, costs
-
-
-def _system_message_cost(content: str, tokenizer: Tokenizer) -> int:
-    return int(count_messages([{"role": "system", "content": content}], tokenizer=tokenizer)) - REPLY_PRIMING
+        text = plain.get(i, content)
+        note = f"[refs: {'; '.join(found[i])}]"
+        cost = int(run.tokenizer.count(f"{text}\n{note}")) - int(run.tokenizer.count(text))
+        if cost <= free:
+            out[i] = note
+            free -= cost
+    return out
 
 
 def answered_turn(items: Sequence[Item], i: int) -> int | None:
@@ -487,25 +304,8 @@ def pull_in_neighbours(
         if j is None or j not in row_of or int(choices[row]) == DROP or int(choices[row_of[j]]) != DROP:
             continue
         boost = NEIGHBOUR_SHARE * float(base[i])
-        values[j, [KEEP, SUMMARY]] += boost * np.array([1.0, SUMMARY_SHARE])
+        values[j, [KEEP, SUMMARY, PLAIN]] += boost * np.array([1.0, SUMMARY_SHARE, 1.0])
         lifted = True
     return lifted
 
 
-def _chunk_options(
-    chunks: Sequence[Chunk], items: Sequence[Item], base: np.ndarray, room: int, tokenizer: Tokenizer
-) -> tuple[np.ndarray, np.ndarray]:
-    """Knapsack rows of the chunks: level-1 summary, level-2 summary, -, drop.
-    Costs are upper bounds: framing, marker, the target and the seam slack."""
-    costs = np.full((len(chunks), 4), room + 1, dtype=np.int64)
-    values = np.zeros((len(chunks), 4), dtype=np.float64)
-    for k, chunk in enumerate(chunks):
-        costs[k, DROP] = 0
-        if not chunk.text.strip():
-            continue  # nothing to summarise: the chunk can only be dropped
-        worth = float(base[chunk.indices].sum()) * SUMMARY_SHARE
-        for option, (level, target) in enumerate(zip((1, 2), chunk.targets)):
-            framing = _system_message_cost(chunk_marker(chunk, items, level), tokenizer)
-            costs[k, option] = framing + target + SEAM_SLACK
-            values[k, option] = worth * (1.0 if level == 1 else LEVEL2_SHARE)
-    return costs, values

@@ -9,12 +9,13 @@ from typing import Any
 import numpy as np
 
 from ctxfold._core import Tokenizer
-from ctxfold.engine.compaction import Edit, placeholder
 from ctxfold.summarize.head_tail import head_tail
 from ctxfold.engine.cache import EngineCache, content_hash
-from ctxfold.engine.chunks import Chunk, chunk_marker
+from ctxfold.engine.chunks import Chunk
 from ctxfold.errors import CtxFoldError
-from ctxfold.engine.plan import CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_MARKER, Plan, gap_marker, hard_protected
+from ctxfold.engine.messages import hard_protected
+from ctxfold.engine.options import CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_MARKER
+from ctxfold.engine.plan import Plan, gap_marker
 from ctxfold.summarize.protocol import Summarizer
 from ctxfold.text.temporal import split_date_note
 from ctxfold.tokens import REPLY_PRIMING, count_messages, message_costs
@@ -32,19 +33,20 @@ def render(
     scores: np.ndarray,
     layers: dict[str, np.ndarray],
     run: RunContext,
-    edits: dict[int, Edit] | None = None,
     tokens_in: Sequence[int] | None = None,
 ) -> tuple[list[dict[str, Any]], int, list[ItemResult]]:
-    """The plan's messages in order. Every form is held to the size the plan
+    """The plan's messages in order, each in the form the plan chose, with
+    the texts its options built. Every form is held to the size the plan
     priced it at, so the result fits `run.budget` by construction; `tokens_in`
-    are the caller's message sizes (before any structural cut) for the report."""
+    are the caller's message sizes (before date notes) for the report."""
     budget, tokenizer, summarizer, cache = run.budget, run.tokenizer, run.summarizer, run.cache
     contents = _summaries(items, plan, summarizer, cache, tokenizer)
     for i, limit in plan.cuts.items():
         contents[i] = head_tail(str(items[i].message.get("content") or ""), limit, tokenizer)
-    for i, it in enumerate(items):
-        if plan.choices[i] == CLEAR and i not in plan.cuts and i not in contents:
-            contents[i] = placeholder(it)
+    for i, text in [*plan.placeholders.items(), *plan.plain.items()]:
+        contents[i] = text
+    for i, note in plan.references.items():
+        contents[i] = f"{contents.get(i, items[i].message['content'])}\n{note}"
     chunk_messages = _chunk_summaries(items, plan.chunks, summarizer, cache, tokenizer)
     messages, _ = _assemble(items, plan.choices, contents, plan.gap_markers, chunk_messages)
     total = _count(messages, tokenizer, cache)
@@ -66,12 +68,6 @@ def render(
         for i, it in enumerate(items)
     ]
     _attribute_chunks(results, plan.chunks, chunk_messages, tokenizer)
-    for i, edit in (edits or {}).items():
-        # A structurally compacted message the plan kept is reported as what the edit made of it.
-        if plan.choices[i] == KEEP:
-            results[i].status, results[i].reason = edit.status, edit.reason  # type: ignore[assignment]
-        elif plan.choices[i] != DROP:
-            results[i].reason = f"{edit.reason}; then {results[i].reason}"
     return messages, total, results
 
 
@@ -85,10 +81,14 @@ def _reasons(items: Sequence[Item], plan: Plan, scores: np.ndarray, sizes: Seque
         score = float(scores[i])
         if choice == KEEP:
             reason = ""
-        elif i in plan.cuts:
+        elif i in plan.cuts and i in plan.current:
             reason = f"current turn cut to head + tail ({plan.cuts[i]} tokens) to fit the budget"
+        elif i in plan.cuts:
+            reason = f"tool output cut to head + tail ({plan.cuts[i]} tokens) to make room"
         elif choice == SUMMARY:
             reason = f"summarised to at most {plan.summary_targets.get(i, 0)} tokens to make room for higher-value messages"
+        elif choice == CLEAR and i in plan.superseded:
+            reason = f"file read replaced by a placeholder: {items[plan.superseded[i]].id} reads the same path later"
         elif choice == CLEAR:
             reason = f"{(it.kind or it.role).replace('_', ' ')} replaced by a placeholder to make room"
         elif i in plan.duplicates:
@@ -174,7 +174,7 @@ def _chunk_summaries(
     for k, text in zip(deeper, _cached_summaries([(texts[k], active[k].targets[1]) for k in deeper], summarizer, cache)):
         texts[k] = text
     return {
-        c.indices[0]: {"role": "system", "content": _within(chunk_marker(c, items, c.level), text, c.targets[c.level - 1], tokenizer)}
+        c.indices[0]: {"role": "system", "content": _within(c.markers[c.level - 1], text, c.targets[c.level - 1], tokenizer)}
         for c, text in zip(active, texts)
     }
 
@@ -227,7 +227,7 @@ def _assemble(
             messages.append({"role": "system", "content": gap_marker(omitted)})
         omitted = 0
         message = dict(it.message)
-        if choices[i] in (SUMMARY, CLEAR) and i in contents:
+        if i in contents:
             message["content"] = contents[i]
         messages.append(message)
         kept.append(i)
@@ -237,6 +237,6 @@ def _assemble(
 def _tokens_out(it: Item, choice: int, content: str | None, tokenizer: Tokenizer) -> int:
     if choice == DROP:
         return 0
-    if choice == KEEP or content is None:
+    if content is None:
         return it.tokens
     return count_messages([{**it.message, "content": content}], tokenizer=tokenizer) - REPLY_PRIMING

@@ -47,6 +47,8 @@ class Item(msgspec.Struct, kw_only=True):
     """Who wrote the message, when it says: its `name`, or a leading ``Name: `` in its text."""
     source: Any = None
     """The caller's message this item came from, as passed (for `restore`)."""
+    date_note: str = ""
+    """The line of dates added after the content (`with_date_annotations`), or ""."""
 
 
 class ItemResult(msgspec.Struct, kw_only=True):
@@ -164,6 +166,7 @@ class Report(msgspec.Struct, kw_only=True, dict=True):
         return self.tokens_in / self.tokens_out if self.tokens_out else float("inf")
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as plain JSON-ready values, the arc and the compression ratio included."""
         data: dict[str, Any] = msgspec.to_builtins(self)
         data["compression_ratio"] = round(self.compression_ratio, 4)
         arc = self.arc
@@ -171,6 +174,7 @@ class Report(msgspec.Struct, kw_only=True, dict=True):
         return data
 
     def to_text(self) -> str:
+        """The report as short lines for a log: sizes, the current turn and largest messages, warnings, the arc."""
         lines = [
             f"strategy {self.strategy}: {self.tokens_in} -> {self.tokens_out} tokens "
             f"(budget {self.budget}, {self.compression_ratio:.2f}x)",

@@ -49,6 +49,9 @@ _CHUNK = 500
 
 
 class CompactionSummary(msgspec.Struct, kw_only=True):
+    """A stored summary of messages ``start`` to ``end`` of a conversation, at a
+    compaction ``level``, keyed by the hash of what it summarises."""
+
     conversation_id: str
     start: int
     end: int

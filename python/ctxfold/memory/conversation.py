@@ -28,6 +28,8 @@ __all__ = ["ConversationStats", "ConversationStore"]
 
 
 class ConversationStats(msgspec.Struct, kw_only=True):
+    """A conversation's size: messages, tokens, first and last message times, messages per role."""
+
     conversation_id: str
     messages: int
     tokens: int
@@ -52,6 +54,7 @@ class ConversationStore:
         self.agent_id = agent_id
 
     def scope(self, conversation_id: str) -> Scope:
+        """The scope this user's and agent's messages of ``conversation_id`` are stored in."""
         if not isinstance(conversation_id, str) or not conversation_id:
             raise InvalidInputError(f"conversation_id: must be a non-empty str, got {conversation_id!r}")
         return Scope(user_id=self.user_id, agent_id=self.agent_id, conversation_id=conversation_id)
@@ -60,9 +63,11 @@ class ConversationStore:
         return self.scope(conversation_id).widen("session_id")
 
     def add_message(self, conversation_id: str, role: str, content: str, **fields: Any) -> None:
+        """Append one message (``fields``: the other `ChatMessage` fields) to the conversation."""
         self.store.chat.append(ChatMessage(role=role, content=content, **fields), scope=self.scope(conversation_id))
 
     def add_messages(self, conversation_id: str, messages: list[Any]) -> int:
+        """Append messages (`ChatMessage` or dicts) to the conversation; how many were added."""
         return int(self.store.chat.extend(messages, scope=self.scope(conversation_id)))
 
     def get_messages(self, conversation_id: str, limit: int | None = None) -> list[ChatMessage]:
@@ -105,4 +110,5 @@ class ConversationStore:
         return int(self.store.clear(self._all_sessions(conversation_id)))
 
     def close(self) -> None:
+        """Close the underlying store."""
         self.store.close()

@@ -1,9 +1,8 @@
 """Turning texts into the unit float32 rows a store keeps, and back from blobs.
 
-The default embedder is ctxfold's `StaticEmbedder` (no model run, about a
-microsecond per token), created on first use and shared by the stores of a
-process; any object with ``embed(list[str]) -> (n, d) array`` (or
-``encode``) can be passed instead.
+The default embedder is ctxfold's `StaticEmbedder` (no model run), created
+on first use and shared by the stores of a process; any object with
+``embed(list[str]) -> (n, d) array`` can be passed instead.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ _lock = threading.Lock()
 
 
 def default_embedder() -> Any:
+    """The process's shared `StaticEmbedder`, created on first use."""
     global _default
     with _lock:
         if _default is None:
@@ -35,6 +35,8 @@ def default_embedder() -> Any:
 
 
 def embed_texts(embedder: Any, texts: list[str]) -> FloatArray:
+    """``embedder.embed(texts)`` as unit float32 rows, one per text; an
+    embedder without ``embed`` or with rows of the wrong shape is refused."""
     fn = getattr(embedder, "embed", None)
     if not callable(fn):
         raise InvalidInputError(
@@ -68,10 +70,13 @@ def unit_rows(vectors: Any, argument: str) -> FloatArray:
 
 
 def to_blob(vector: FloatArray) -> bytes:
+    """A vector as little-endian float32 bytes, the form a store keeps."""
     return np.ascontiguousarray(vector, dtype="<f4").tobytes()
 
 
 def from_blobs(blobs: list[bytes], dim: int) -> FloatArray:
+    """Stored blobs back as a ``(len(blobs), dim)`` float32 matrix; `StoreError`
+    when one is not ``dim`` floats long."""
     if not blobs:
         return np.zeros((0, dim), dtype=np.float32)
     flat = np.frombuffer(b"".join(blobs), dtype="<f4")

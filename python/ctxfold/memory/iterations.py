@@ -55,6 +55,8 @@ class ToolCallRecord(msgspec.Struct, kw_only=True):
 
 
 class IterationSynthesis(msgspec.Struct, kw_only=True):
+    """What an agent concluded at the end of one iteration, and whether it is advancing, stuck or regressing."""
+
     iteration: int
     synthesis: str
     progress: Progress

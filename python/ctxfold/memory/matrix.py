@@ -44,8 +44,7 @@ __all__ = ["CORE_TOP_K_MAX", "MatrixCache", "ScopeMatrix", "select_top"]
 
 #: Up to this many matrix elements (rows x dim) a search reads the float32
 #: rows directly; above it the int8 sketch first (a quarter of the memory
-#: traffic; 100,000 x 384 ranks in a few ms instead of ~25 ms). Both give the
-#: same results.
+#: traffic; timings in docs/benchmarks.md). Both give the same results.
 CORE_TOP_K_MAX = 1 << 18
 
 

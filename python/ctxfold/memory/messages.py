@@ -29,6 +29,8 @@ MESSAGE_TYPE = "node.message"
 
 
 class AgentMessage(msgspec.Struct, kw_only=True):
+    """A message from one agent (``source``) to another (``target``), with a priority and an optional TTL."""
+
     source: str
     target: str
     content: str

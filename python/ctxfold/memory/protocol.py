@@ -39,13 +39,18 @@ class MemoryStore(Protocol):
     """Typed memories by scope, semantic search, and the engine's caches."""
 
     @property
-    def caches(self) -> EngineCaches: ...
+    def caches(self) -> EngineCaches:
+        """The engine's persistent caches on this store (summaries, embeddings, memoisation)."""
+        ...
 
-    # What an add did (added, merged into an existing memory, or superseded one),
-    # as the id of the current memory: see `ctxfold.memory.updates.AddResult`.
-    def add(self, memory: Memory, *, scope: Scope, embedding: Any = None, merge: bool = True) -> AddResult: ...
+    def add(self, memory: Memory, *, scope: Scope, embedding: Any = None, merge: bool = True) -> AddResult:
+        """Store ``memory`` in ``scope``; the id of the current memory, with `.action`:
+        added, merged into an existing memory, or superseding one (`ctxfold.memory.updates.AddResult`)."""
+        ...
 
-    def get(self, memory_id: str, *, scope: Scope) -> Memory | None: ...
+    def get(self, memory_id: str, *, scope: Scope) -> Memory | None:
+        """The memory stored under ``memory_id`` in ``scope``, or None."""
+        ...
 
     def search(
         self,
@@ -55,8 +60,14 @@ class MemoryStore(Protocol):
         k: int = 10,
         threshold: float | None = None,
         categories: Sequence[str] | None = None,
-    ) -> list[Memory]: ...
+    ) -> list[Memory]:
+        """The ``k`` current memories of ``scope`` closest to ``query`` (a text or a vector), best first, with `.score`."""
+        ...
 
-    def clear(self, scope: Scope) -> int: ...
+    def clear(self, scope: Scope) -> int:
+        """Delete every record of exactly ``scope``; how many rows went."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the connection (or pool)."""
+        ...

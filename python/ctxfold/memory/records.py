@@ -91,6 +91,7 @@ class Memory(msgspec.Struct, kw_only=True):
         return self.created_at + self.ttl
 
     def expired(self, now: float | None = None) -> bool:
+        """Whether the TTL has run out at ``now`` (default: the current time)."""
         at = self.expires_at
         return at is not None and at <= (time.time() if now is None else now)
 

@@ -134,4 +134,5 @@ SCOPED_TABLES = (
 
 
 def render(statement: str, dialect: str) -> str:
+    """``statement`` with its column-type fields (``{int}``...) filled in for ``dialect`` (sqlite or postgres)."""
     return statement.format(**TYPES[dialect])

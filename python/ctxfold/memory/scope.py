@@ -77,6 +77,7 @@ class Scope(msgspec.Struct, frozen=True, kw_only=True):
         return all(getattr(self, n) is not None for n in SCOPE_FIELDS)
 
     def values(self) -> tuple[str | None, ...]:
+        """The scope's fields in `SCOPE_FIELDS` order (None for a wildcard)."""
         return tuple(getattr(self, n) for n in SCOPE_FIELDS)
 
     def key(self) -> str:

@@ -27,6 +27,8 @@ PERMANENT = math.inf
 
 
 class CategoryRule(msgspec.Struct, frozen=True):
+    """A memory category's defaults: its time to live and the least confidence it accepts."""
+
     ttl: float
     """Default time to live in seconds (``inf``: permanent)."""
     min_confidence: float

@@ -25,6 +25,7 @@ import numbers
 import os
 import sys
 import types
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -89,13 +90,24 @@ class CompressionResult:
     chunks: list[CompressedChunk]
     source_tokens: int
     tokens: int
-    target_tokens: int
+    budget: int
+    """The tokens the text had to fit: ``target_ratio`` of the source, or the
+    caller's ``budget`` when that is less."""
     target_ratio: float
     compression_type: str
     levels: int
     segmentation: str
     seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def target_tokens(self) -> int:
+        """Deprecated: `budget`."""
+        warnings.warn(
+            "CompressionResult.target_tokens is now CompressionResult.budget; target_tokens will be removed in the next release",
+            DeprecationWarning, stacklevel=2,
+        )
+        return self.budget
 
     @property
     def ratio(self) -> float:
@@ -230,7 +242,7 @@ def compress(
     if source_tokens <= limit:
         chunk = CompressedChunk(0, 0, len(text), ((0, len(text)),), source_tokens, text, source_tokens, 0, "verbatim")
         return CompressionResult(
-            text, chunks=[chunk], tokens=source_tokens, target_tokens=limit, compression_type="none", levels=0,
+            text, chunks=[chunk], tokens=source_tokens, budget=limit, compression_type="none", levels=0,
             seconds=time.perf_counter() - started, **result_args,  # type: ignore[arg-type]
         )
     blocks = _blocks(text, sentences, tok, block_tokens)
@@ -279,7 +291,7 @@ def compress(
         for i, c in enumerate(chunks)
     ]
     return CompressionResult(
-        out, chunks=result_chunks, tokens=tokens, target_tokens=limit, compression_type="+".join(levels_done),
+        out, chunks=result_chunks, tokens=tokens, budget=limit, compression_type="+".join(levels_done),
         levels=len(levels_done), seconds=time.perf_counter() - started, **result_args,  # type: ignore[arg-type]
     )
 

@@ -346,7 +346,7 @@ class _Objective:
         centroid = (weights[:, None] * vectors).sum(axis=0)
         norm = math.sqrt(float(centroid @ centroid) + float((weights * weights) @ own))
         self.mu = (vectors @ centroid + weights * own) / norm if norm > 0 else np.zeros(len(vectors))
-        # the core's GEMM: numpy's BLAS spends milliseconds waking threads for a matrix this small
+        # the core's GEMM: numpy's BLAS spends longer waking its threads than a matrix this small takes
         self.gram = np.asarray(cosine_similarity(vectors), dtype=np.float64) * np.outer(norms, norms)
         self.self_sim = norms * norms + own
         np.fill_diagonal(self.gram, self.self_sim)
@@ -431,6 +431,7 @@ class ExtractiveSummarizer(BaseSummarizer):
 
     @property
     def embedder(self) -> SentenceEmbedder:
+        """The sentence embedder centrality uses (the shared static one unless one was passed)."""
         if self._embedder is None:
             self._embedder = default_embedder()
         return self._embedder
@@ -455,10 +456,12 @@ class ExtractiveSummarizer(BaseSummarizer):
     def _extract(self, text: str, target: int, query: str | None) -> Extract:
         return self.select(split_sentences(text), target, query)
 
-    def select(self, sentences: list[Sentence], target: int, query: str | None = None) -> Extract:
+    @renamed_arguments(target="budget")
+    def select(self, sentences: list[Sentence], budget: int, query: str | None = None) -> Extract:
         """The summary made of some of ``sentences`` (from `split_sentences`,
-        possibly a slice of a longer text's: `compress` passes each topic's)."""
-        check_targets(target, 1)
+        possibly a slice of a longer text's: `compress` passes each topic's), at
+        most ``budget`` tokens."""
+        check_targets(budget, 1)
         if not sentences:
             return Extract("", 0, sentences, [])
         tok = self.tokenizer
@@ -489,7 +492,7 @@ class ExtractiveSummarizer(BaseSummarizer):
         terms = _TermParts(texts)
         obj = _Objective(
             *terms.blend(vectors, self.term_weight), weights[:, FULL], ent_full, ent_pruned, ent_weights, relevance,
-            self.entity_weight, self.query_weight if query else 0.0, target,
+            self.entity_weight, self.query_weight if query else 0.0, budget,
         )
         allowed = np.ones((n, 2), dtype=bool)
         allowed[empty_pruned, :] = False  # all filler: neither form says anything
@@ -501,22 +504,22 @@ class ExtractiveSummarizer(BaseSummarizer):
             allowed[:, PRUNED] = False
         elif self.forms == "pruned":
             allowed[:, FULL] = False
-        budget = target
+        room = budget
         chosen: dict[int, int] = {}
         # Speaker labels cost more than the parts' sum: one more plan with that
         # much less, then `_fit` settles the last tokens.
         for _ in range(2):
-            chosen = self._best_plan(obj, costs, weights, allowed, budget)
+            chosen = self._best_plan(obj, costs, weights, allowed, room)
             rendered, count = self._render(sentences, chosen)
-            if count <= target:
+            if count <= budget:
                 break
-            budget -= count - target
-            if budget < 1:
+            room -= count - budget
+            if room < 1:
                 break
-        chosen = self._fit(obj, sentences, costs, weights, allowed, target, chosen)
+        chosen = self._fit(obj, sentences, costs, weights, allowed, budget, chosen)
         rendered, count = self._render(sentences, chosen)
-        if not chosen or count > target:
-            return self._fallback(sentences, obj, target)
+        if not chosen or count > budget:
+            return self._fallback(sentences, obj, budget)
         order = sorted(chosen)
         state = obj.state({i: (chosen[i], weights[i, chosen[i]]) for i in order})
         value = obj.value(state[0], state[1], state[3], float(sum(obj.rel[i] * weights[i, chosen[i]] for i in order)))

@@ -42,11 +42,15 @@ class Summarizer(Protocol):
 
     def summarize(
         self, texts: Sequence[str], budget: int | Sequence[int], query: str | None = None
-    ) -> list[str]: ...
+    ) -> list[str]:
+        """One summary per text, each within its ``budget`` tokens (``query``: what matters, if known)."""
+        ...
 
     async def asummarize(
         self, texts: Sequence[str], budget: int | Sequence[int], query: str | None = None
-    ) -> list[str]: ...
+    ) -> list[str]:
+        """`summarize`, awaitable."""
+        ...
 
 
 @renamed_arguments(max_tokens="budget")

@@ -13,8 +13,8 @@ from ctxfold.summarize.protocol import BaseSummarizer
 
 __all__ = ["OnnxSeq2SeqSummarizer"]
 
-# Model tokenizers (BART BPE, T5 SentencePiece) spend at most ~1.5x o200k's tokens
-# on English; generating up to 2x the target (+ a few) leaves the final cut room
+# Model tokenizers (BART BPE, T5 SentencePiece) spend more tokens than o200k on
+# English; generating up to twice the target (+ a few) leaves the final cut room
 # to end on a sentence instead of stopping the model mid-thought.
 MODEL_TOKENS_PER_TARGET_TOKEN = 2
 MODEL_TOKENS_SLACK = 8

@@ -176,13 +176,16 @@ class ConversationArc(msgspec.Struct, kw_only=True):
 
     @property
     def pending(self) -> list[Action]:
+        """The actions not yet reported done."""
         return [a for a in self.actions if a.status == "pending"]
 
     @property
     def completed(self) -> list[Action]:
+        """The actions a later message reports done."""
         return [a for a in self.actions if a.status == "completed"]
 
     def to_dict(self) -> dict[str, Any]:
+        """The arc as plain JSON-ready values."""
         return msgspec.to_builtins(self)  # type: ignore[no-any-return]
 
     def to_text(self, *, limit: int = 6) -> str:
@@ -271,6 +274,7 @@ class MessageFacts(NamedTuple):
 
 
 def message_facts(text: str) -> MessageFacts:
+    """The words, questions and cue sentences of one message's text."""
     words = tuple(_words(text))
     questions: list[str] = []
     cues: list[tuple[str, str]] = []

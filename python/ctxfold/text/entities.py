@@ -11,8 +11,8 @@
   for the entity repository and cross-references.
 - `entity_recall`: the share of a text's entities another text still holds.
 
-Regular expressions and one small gazetteer: it has to run over a long
-history in milliseconds. All three share one stop list.
+Regular expressions and one small gazetteer, no model, so that a long
+history reads quickly. All three share one stop list.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
+__all__ = ["Hit", "MONTH_DAY", "NAME", "WHEN", "claim"]
+
 Hit = tuple[int, int, str]  # start, end, kind
 
 _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"

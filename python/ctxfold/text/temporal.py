@@ -47,7 +47,7 @@ from ctxfold.errors import InvalidInputError, InvalidTypeError
 
 __all__ = [
     "DateReference", "resolve_dates", "annotate_dates", "date_note", "with_date_note", "anchor_date",
-    "strip_date_annotations", "split_date_note",
+    "strip_date_annotations", "split_date_note", "asks_about_time",
 ]
 
 # Confidence of each kind of resolution: words that name one day exactly,
@@ -156,6 +156,7 @@ class DateReference:
 
     @property
     def resolved(self) -> bool:
+        """Whether the reference was resolved to dates (else `reason` says why not)."""
         return self.first is not None
 
     @property
@@ -324,6 +325,19 @@ def split_date_note(text: str) -> tuple[str, str]:
     there is none)."""
     found = _NOTE.search(text)
     return (text[:found.start()], found.group()[1:]) if found else (text, "")
+
+
+_ABOUT_TIME = re.compile(
+    r"\b(when|(the|what|which) date|how long ago|how long since|what (day|date|time|year|month|week)|which (day|date|year|month|week)"
+    r"|how many (days|weeks|months|years)|yesterday|today|tomorrow|tonight|ago"
+    r"|(last|next|this) (night|week|weekend|month|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday))\b",
+    re.IGNORECASE,
+)
+
+
+def asks_about_time(question: str) -> bool:
+    """Whether `question` asks when, how long ago, or about a day it names relatively."""
+    return bool(_ABOUT_TIME.search(question))
 
 
 def strip_date_annotations(text: str) -> str:

@@ -1,8 +1,8 @@
 //! `negotiate_budget`, `plan_layers` and their result, `BudgetAllocation`.
 //!
-//! The negotiation itself takes well under a microsecond, less than
-//! releasing and re-taking the GIL, so it runs without `py.detach`; the cost
-//! of a call is argument conversion, kept to plain tuple/number reads.
+//! The negotiation itself is a few arithmetic steps, cheaper than releasing
+//! and re-taking the GIL, so it runs without `py.detach`; the cost of a call
+//! is argument conversion, kept to plain tuple/number reads.
 
 use ctxfold_core::budget::{self, Allocation, KnowledgeDepth, Layer, Situation, STANDARD_LAYERS};
 use numpy::{IntoPyArray, PyArray1};

@@ -1,24 +1,13 @@
-"""Thread- and crash-safe search caches, on SQLite and PostgreSQL.
+"""The search index: thread- and crash-safe search caches, on SQLite and PostgreSQL.
 
-- One store shared by 4 adding threads (500 adds each) and 2 searching
-  threads: no call raises, and afterwards every memory whose add returned is
-  found by its own vector, through that store and through a new one.
-- A write that fails before COMMIT leaves the cached search matrix as it was:
-  a memory another store writes next is found (the cache used to be advanced
-  inside the transaction and kept after the rollback, so the next write by
-  someone else made it look current).
-- Two stores taking turns at every kind of write (add, add_many, delete,
-  archive, supersede, clear) always search exactly like a brute-force scan of
-  the scope's rows read from the database.
-- `ScopeMatrix` never changes once made: appending gives a new matrix, and a
-  matrix appended to twice keeps both results apart.
-- A scope's id is not handed to other threads before the write that created
-  its row has committed; the duplicate check's scores taken before the write
-  lock (`_presearch`) and completed under it equal the full product.
-- The SQLite writers' turnstile (`ctxfold.memory.gate`) excludes other
-  processes and threads, is taken as soon as it is released, and never makes
-  a writer wait past its timeout.
-"""
+- A store's search sees what other stores wrote.
+- One store shared by adding and searching threads: no call raises, and
+  afterwards every memory whose add returned is found by its own vector,
+  through that store and through a new one.
+- A write that fails before COMMIT leaves the cached search matrix as it was.
+- Two stores taking turns at every kind of write always search exactly like a
+  brute-force scan of the scope's rows read from the database.
+- `presearch` scores equal a full product."""
 
 from __future__ import annotations
 
@@ -26,17 +15,17 @@ import contextlib
 import threading
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-
 from ctxfold.memory import Memory, Scope
-from ctxfold.memory.matrix import MatrixCache, ScopeMatrix
-from memory_stores import StoreOpener, opener  # noqa: F401  (fixture)
+from memory_stores import U1, StoreOpener
+
 
 DIM = 64  # random unit vectors this wide are far apart: no add merges into or supersedes another
+
+
 SCOPE = Scope(user_id="u1", conversation_id="c1")
 
 
@@ -50,9 +39,58 @@ def top_id(store: Any, vector: np.ndarray, scope: Scope = SCOPE) -> str | None:
     return hits[0].id if hits else None
 
 
+# --- a failed write ------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def failing_before_commit(store: Any):
+    """Every write transaction of ``store`` raises after its body, before COMMIT."""
+    real = store.backend.transaction
+
+    @contextlib.contextmanager
+    def transaction(write: bool):
+        with real(write) as cur:
+            yield cur
+            if write:
+                raise RuntimeError("injected failure before COMMIT")
+
+    store.backend.transaction = transaction
+    try:
+        yield
+    finally:
+        del store.backend.transaction
+
+
+# --- two stores, every kind of write ---------------------------------------------------------------------------
+def brute_force(store: Any, q: np.ndarray, k: int, scope: Scope) -> list[str]:
+    """The top k of the scope's active rows, read from the database by the test itself."""
+    with store.backend.read() as cur:
+        where, params = store.backend.scope_filter(cur, scope)
+        rows = store.backend.execute(
+            cur, f"SELECT id, embedding FROM memories WHERE {where} AND (expires_at IS NULL OR expires_at > ?)",
+            (*params, time.time()),
+        ).fetchall()
+    if not rows:
+        return []
+    matrix = np.stack([np.frombuffer(bytes(r[1]), dtype=np.float32) for r in rows])
+    scores = matrix @ q
+    order = sorted(range(len(rows)), key=lambda i: (-round(float(scores[i]), 5), rows[i][0]))[:k]
+    return sorted(rows[i][0] for i in order)
+
+
+def test_cache_sees_other_writers(opener) -> None:
+    a, b = opener(), opener()
+    a.add(Memory(content="first memory"), scope=U1)
+    assert len(a.search("memory", scope=U1)) == 1  # builds a's matrix
+    b.add(Memory(content="second memory"), scope=U1)
+    assert len(a.search("memory", scope=U1)) == 2
+    wide = U1.widen()
+    assert len(a.search("memory", scope=wide)) == 2
+    b.add(Memory(content="third memory"), scope=Scope(user_id="u1", conversation_id="c3"))
+    assert len(a.search("memory", scope=Scope.any(user_id="u1"))) == 3
+    b.clear(U1)
+    assert a.search("memory", scope=U1) == []
+
+
 # --- threads --------------------------------------------------------------------------------------------
-
-
 @pytest.mark.slow
 def test_threads_share_one_store(opener: StoreOpener) -> None:
     writers, per_writer, searchers = 4, 500, 2
@@ -111,28 +149,6 @@ def test_threads_share_one_store(opener: StoreOpener) -> None:
         assert not missing, f"{len(missing)} acknowledged memories not found, e.g. {missing[:3]}"
 
 
-# --- a failed write ------------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def failing_before_commit(store: Any):
-    """Every write transaction of ``store`` raises after its body, before COMMIT."""
-    real = store.backend.transaction
-
-    @contextlib.contextmanager
-    def transaction(write: bool):
-        with real(write) as cur:
-            yield cur
-            if write:
-                raise RuntimeError("injected failure before COMMIT")
-
-    store.backend.transaction = transaction
-    try:
-        yield
-    finally:
-        del store.backend.transaction
-
-
 @pytest.mark.parametrize("call", ["add", "add_many"])
 def test_search_is_not_stale_after_a_failed_write(opener: StoreOpener, call: str) -> None:
     first, second = opener(), opener()
@@ -154,25 +170,6 @@ def test_search_is_not_stale_after_a_failed_write(opener: StoreOpener, call: str
     # and the store goes on working: its own next write is found too
     mine = first.add(Memory(content="after"), scope=SCOPE, embedding=v[3])
     assert top_id(first, v[3]) == mine and top_id(second, v[3]) == mine
-
-
-# --- two stores, every kind of write ---------------------------------------------------------------------------
-
-
-def brute_force(store: Any, q: np.ndarray, k: int, scope: Scope) -> list[str]:
-    """The top k of the scope's active rows, read from the database by the test itself."""
-    with store.backend.read() as cur:
-        where, params = store.backend.scope_filter(cur, scope)
-        rows = store.backend.execute(
-            cur, f"SELECT id, embedding FROM memories WHERE {where} AND (expires_at IS NULL OR expires_at > ?)",
-            (*params, time.time()),
-        ).fetchall()
-    if not rows:
-        return []
-    matrix = np.stack([np.frombuffer(bytes(r[1]), dtype=np.float32) for r in rows])
-    scores = matrix @ q
-    order = sorted(range(len(rows)), key=lambda i: (-round(float(scores[i]), 5), rows[i][0]))[:k]
-    return sorted(rows[i][0] for i in order)
 
 
 def test_two_stores_taking_turns_search_like_a_scan(opener: StoreOpener) -> None:
@@ -211,116 +208,6 @@ def test_two_stores_taking_turns_search_like_a_scan(opener: StoreOpener) -> None
                     assert got == brute_force(reader, q, 3, s), f"step {step} ({op}): search differs from a scan"
 
 
-# --- the matrix itself -----------------------------------------------------------------------------------------
-
-
-def test_scope_matrix_never_changes_once_made() -> None:
-    v = unit_rows(40, seed=6)
-
-    def rows(a: int, b: int) -> tuple[Any, ...]:
-        return ([1] * (b - a), [f"m{i}" for i in range(a, b)], [0] * (b - a), [np.inf] * (b - a), v[a:b])
-
-    empty = ScopeMatrix(DIM)
-    base = empty.appended(*rows(0, 10))
-    assert empty.n == 0 and base.n == 10
-    left = base.appended(*rows(10, 20))
-    right = base.appended(*rows(20, 25))  # base is no longer the newest: copied
-    assert (base.n, left.n, right.n) == (10, 20, 15)
-    assert list(base.ids) == [f"m{i}" for i in range(10)]
-    assert list(left.ids) == [f"m{i}" for i in range(20)]
-    assert list(right.ids) == [f"m{i}" for i in range(10)] + [f"m{i}" for i in range(20, 25)]
-    np.testing.assert_array_equal(left.vectors, v[:20])
-    np.testing.assert_array_equal(right.vectors, np.concatenate([v[:10], v[20:25]]))
-    grown = left
-    for a in range(20, 40, 5):  # past the capacity: new buffers, the old matrices keep theirs
-        grown = grown.appended(*rows(a, a + 5))
-    np.testing.assert_array_equal(grown.vectors, v)
-    np.testing.assert_array_equal(left.vectors, v[:20])
-    assert len(grown.ids) == 40 and grown.ids[-1] == "m39" and grown.sketch[0].shape == (40, DIM)
-    with pytest.raises(IndexError):
-        left.ids[20]
-
-
-def test_matrix_cache_never_goes_back_a_generation() -> None:
-    cache = MatrixCache(1 << 30)
-    old, new = ScopeMatrix(4), ScopeMatrix(4)
-    assert cache.put("k", 5, new) is new
-    assert cache.put("k", 4, old) is new and cache.get("k", 4) is None and cache.get("k", 5) is new
-    cache.advance("k", 4, 5, lambda m: old)  # not at generation 4: left alone
-    assert cache.get("k", 5) is new
-    cache.advance("k", 5, 6, lambda m: old)
-    assert cache.get("k", 6) is old
-
-
-# --- the SQLite writers' turnstile -----------------------------------------------------------------------------
-
-_HOLDER = r"""
-import sys
-from pathlib import Path
-from ctxfold.memory.gate import writer_gate
-
-with writer_gate(Path(sys.argv[1])).held(10):
-    print("held", flush=True)
-    sys.stdin.readline()
-"""
-
-
-def test_writer_gate_orders_processes_and_never_blocks_past_the_timeout(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    from ctxfold.memory.gate import writer_gate
-
-    database = tmp_path / "memory.db"
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(database)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, encoding="utf-8")
-    try:
-        assert holder.stdout.readline().strip() == "held"  # type: ignore[union-attr]
-        assert (tmp_path / "memory.db-writer").exists()
-        gate = writer_gate(database)
-        t0 = time.monotonic()
-        with gate.held(0.3):  # held by the other process: waits the timeout, then goes on without it
-            waited = time.monotonic() - t0
-        assert waited >= 0.25
-        released = threading.Timer(0.3, lambda: holder.communicate("\n", timeout=30))
-        released.start()
-        t0 = time.monotonic()
-        with gate.held(30):  # taken as soon as the other process lets go
-            waited = time.monotonic() - t0
-        released.join()
-        assert 0.2 <= waited < 5
-    finally:
-        if holder.poll() is None:
-            holder.kill()
-
-
-def test_writer_gate_threads_take_turns_and_a_missing_directory_is_no_gate(tmp_path: Path) -> None:
-    from ctxfold.memory.gate import writer_gate
-
-    gate = writer_gate(tmp_path / "memory.db")
-    inside, overlaps = [0], []
-
-    def work() -> None:
-        for _ in range(50):
-            with gate.held(30):
-                inside[0] += 1
-                overlaps.append(inside[0])
-                with gate.held(30):  # the same thread again: no deadlock
-                    time.sleep(0.0005)
-                inside[0] -= 1
-
-    threads = [threading.Thread(target=work) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert max(overlaps) == 1 and len(overlaps) == 150
-    t0 = time.monotonic()
-    with writer_gate(tmp_path / "missing" / "memory.db").held(30):
-        pass
-    assert time.monotonic() - t0 < 1
-
-
 def test_presearch_scores_equal_a_full_product(opener: StoreOpener) -> None:
     """The duplicate check's scores taken before the write lock, completed
     under it for the rows other writers added in between, are the full product."""
@@ -347,21 +234,3 @@ def test_presearch_scores_equal_a_full_product(opener: StoreOpener) -> None:
         matrix = first.memories._index.matrix(cur, SCOPE, [first.backend.scope_id(cur, SCOPE, create=False)])
         assert matrix.n == 44 and not first.memories._index.presearched()[0].prefix_of(matrix)
         np.testing.assert_allclose(first.memories._index.similarities(matrix, batch, 0), matrix.vectors @ batch[0], atol=1e-6)
-
-
-def test_a_scope_id_is_not_shared_before_its_row_is_committed(opener: StoreOpener) -> None:
-    """The write that creates a scope builds its search matrix (the duplicate
-    check) before COMMIT; the scope's id must not reach the cache other threads
-    read until then (on PostgreSQL they would write to a row they cannot see)."""
-    store = opener()
-    seen: list[bool] = []
-    real = store.memories._index.matrix
-
-    def matrix(cur: Any, scope: Scope, sids: list[int]) -> Any:
-        found = real(cur, scope, sids)
-        seen.append(scope.values() in store.backend._scope_ids)
-        return found
-
-    store.memories._index.matrix = matrix
-    store.add(Memory(content="the first memory of a new scope"), scope=SCOPE, embedding=unit_rows(1, seed=9)[0])
-    assert seen == [False]

@@ -25,7 +25,7 @@ from ctxfold import ContextEngine, EngineConfig, InvalidInputError, InvalidTypeE
 from ctxfold.adapters import CONTINUATION  # noqa: E402
 from ctxfold.integrations.anthropic import _units, fit_messages  # noqa: E402
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EPHEMERAL = {"type": "ephemeral"}
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 

@@ -1,7 +1,7 @@
 """Crash-safe YAML export and verified import (ctxfold.memory.export), on
-SQLite and PostgreSQL: SIGKILL during an export leaves the old file or the new
-one; every cut-short or changed file is refused and nothing is imported; a
-link at a target path is never written through; files are private."""
+SQLite and PostgreSQL: a round trip; SIGKILL during an export leaves the old
+file or the new one; every cut-short or changed file is refused and nothing is
+imported; a link at a target path is never written through; files are private."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ import msgspec
 import numpy as np
 import pytest
 import yaml
-from ctxfold.errors import InvalidTypeError, StoreError
-from ctxfold.memory import Memory, Scope, SqliteStore
-from ctxfold.memory import export as export_module
-from memory_stores import U1, U2, StoreOpener, opener, store  # noqa: F401  (fixtures)
+from ctxfold.errors import StoreError, InvalidTypeError
+from ctxfold.memory import Memory, Scope, SqliteStore, export as export_module
+from memory_stores import U1, U2, StoreOpener
+
 
 POSIX = os.name == "posix"
 
@@ -57,6 +57,98 @@ def _import_refused(store, directory: Path, match: str = "facts.yaml") -> StoreE
         store.memories.import_yaml(directory, scope=U2)
     assert "Fix:" in str(info.value) and "nothing was imported" in str(info.value)
     return info.value
+
+
+def _can_symlink(tmp_path: Path) -> bool:
+    try:
+        (tmp_path / "probe-link").symlink_to(tmp_path / "probe-target")
+    except (OSError, NotImplementedError):
+        return False
+    (tmp_path / "probe-link").unlink()
+    return True
+
+
+# --- SIGKILL during an export ------------------------------------------------------------
+# A helper process that imports ctxfold once and forks one exporting child per
+# request, so each kill costs a fork rather than an interpreter start.
+_FORKER = r"""
+import json, os, sys, traceback
+from ctxfold.memory import PostgresStore, Scope, SqliteStore
+import ctxfold.memory.export, msgspec.yaml, yaml
+
+spec = json.loads(sys.argv[1])
+print("ready", flush=True)
+for line in sys.stdin:
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            if spec["backend"] == "sqlite":
+                store = SqliteStore(spec["path"])
+            else:
+                store = PostgresStore(spec["dsn"], schema=spec["schema"])
+            store.memories.export_yaml(spec["directory"], scope=Scope(user_id=line.strip()))
+            store.close()
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stderr.flush()
+        os._exit(code)
+    print(pid, flush=True)
+    sys.stdin.readline()  # reaped only after the kill: its pid cannot be reused before
+    print(os.waitpid(pid, 0)[1], flush=True)
+"""
+
+
+# After the first sign of the export in the directory: from at once to after it is done.
+_KILL_DELAYS = [0.0, 0.0, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.008, 0.012, 0.02, 0.0, 0.03]
+
+
+def _snapshot(directory: Path) -> list[tuple[str, int, int, int]]:
+    entries = []
+    for entry in os.scandir(directory):
+        try:
+            s = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        entries.append((entry.name, s.st_ino, s.st_size, s.st_mtime_ns))
+    return sorted(entries)
+
+
+def _fill(store, user: str, seed: int) -> None:
+    """Large records (a few MB in all), so that writing takes a while."""
+    rng = np.random.default_rng(seed)
+    words = np.array(["deploy", "Berlin", "office", "staging", "approval", "build", "queue", "cache", "9", "v2.1"])
+    memories = [
+        Memory(category=category, content=f"{user} {category} {i}: " + " ".join(rng.choice(words, 3500)))
+        for category, n in (("fact", 60), ("decision", 20))
+        for i in range(n)
+    ]
+    store.memories.add_many(memories, scope=Scope(user_id=user), embeddings=rng.standard_normal((len(memories), 256)))
+
+
+def test_yaml_export_import_round_trip(store, tmp_path) -> None:
+    now = time.time()
+    memories = [
+        Memory(category="fact", content="Berlin office opens at 9", tags=["office"], summary="opens 9"),
+        Memory(category="decision", content="Use PostgreSQL for fleets", metadata={"by": "team", "n": [1, 2]}),
+        Memory(category="learning", content="Batch inserts", confidence=0.75, ttl=3600.0),
+        Memory(category="error", content="Timeout on staging", confidence=0.65, created_at=now - 10),
+        Memory(category="preference", content="Short answers", confidence=0.5),
+    ]
+    ids = [store.add(m, scope=U1) for m in memories]
+    store.memories.record_application(ids[2], scope=U1, success=True)
+    paths = store.memories.export_yaml(tmp_path / "out", scope=U1)
+    assert sorted(p.name for p in paths) == sorted(
+        ["facts.yaml", "decisions.yaml", "learnings.yaml", "errors.yaml", "preferences.yaml"]
+    )
+    assert store.memories.import_yaml(tmp_path / "out", scope=U2) == ids
+    assert store.memories.all(scope=U2) == store.memories.all(scope=U1)
+    store.memories.export_yaml(tmp_path / "again", scope=U2)
+    for p in paths:
+        assert (tmp_path / "again" / p.name).read_bytes() == p.read_bytes()
+    assert store.memories.import_yaml(tmp_path / "out", scope=U2) == ids  # idempotent
+    assert store.memories.count(scope=U2) == 5
 
 
 def test_format_is_readable_yaml_with_count_and_digest(store, tmp_path) -> None:
@@ -178,15 +270,6 @@ def test_verify_off_imports_an_edited_export(store, tmp_path) -> None:
     assert "Berlin office opens at 8" in [m.content for m in store.memories.all(scope=U2)]
 
 
-def _can_symlink(tmp_path: Path) -> bool:
-    try:
-        (tmp_path / "probe-link").symlink_to(tmp_path / "probe-target")
-    except (OSError, NotImplementedError):
-        return False
-    (tmp_path / "probe-link").unlink()
-    return True
-
-
 def test_planted_symlink_is_not_followed(store, tmp_path) -> None:
     if not _can_symlink(tmp_path):
         pytest.skip("this platform or account cannot create symbolic links")
@@ -272,65 +355,6 @@ def test_failed_write_leaves_the_old_file_and_no_temporary(store, tmp_path, monk
     monkeypatch.undo()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["facts.yaml"]
     assert (tmp_path / "out" / "facts.yaml").read_bytes() == data
-
-
-# --- SIGKILL during an export ------------------------------------------------------------
-
-# A helper process that imports ctxfold once and forks one exporting child per
-# request, so each kill costs a fork rather than an interpreter start.
-_FORKER = r"""
-import json, os, sys, traceback
-from ctxfold.memory import PostgresStore, Scope, SqliteStore
-import ctxfold.memory.export, msgspec.yaml, yaml
-
-spec = json.loads(sys.argv[1])
-print("ready", flush=True)
-for line in sys.stdin:
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            if spec["backend"] == "sqlite":
-                store = SqliteStore(spec["path"])
-            else:
-                store = PostgresStore(spec["dsn"], schema=spec["schema"])
-            store.memories.export_yaml(spec["directory"], scope=Scope(user_id=line.strip()))
-            store.close()
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-        sys.stderr.flush()
-        os._exit(code)
-    print(pid, flush=True)
-    sys.stdin.readline()  # reaped only after the kill: its pid cannot be reused before
-    print(os.waitpid(pid, 0)[1], flush=True)
-"""
-
-# After the first sign of the export in the directory: from at once to after it is done.
-_KILL_DELAYS = [0.0, 0.0, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.008, 0.012, 0.02, 0.0, 0.03]
-
-
-def _snapshot(directory: Path) -> list[tuple[str, int, int, int]]:
-    entries = []
-    for entry in os.scandir(directory):
-        try:
-            s = entry.stat(follow_symlinks=False)
-        except FileNotFoundError:
-            continue
-        entries.append((entry.name, s.st_ino, s.st_size, s.st_mtime_ns))
-    return sorted(entries)
-
-
-def _fill(store, user: str, seed: int) -> None:
-    """Large records (a few MB in all), so that writing takes a while."""
-    rng = np.random.default_rng(seed)
-    words = np.array(["deploy", "Berlin", "office", "staging", "approval", "build", "queue", "cache", "9", "v2.1"])
-    memories = [
-        Memory(category=category, content=f"{user} {category} {i}: " + " ".join(rng.choice(words, 3500)))
-        for category, n in (("fact", 60), ("decision", 20))
-        for i in range(n)
-    ]
-    store.memories.add_many(memories, scope=Scope(user_id=user), embeddings=rng.standard_normal((len(memories), 256)))
 
 
 @pytest.mark.slow

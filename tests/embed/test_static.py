@@ -29,7 +29,7 @@ from ctxfold.embed.static import STATIC_MODEL_SPEC
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "scripts" / "build_static_table.py"
 
 TEXTS = [

@@ -13,16 +13,17 @@ import uuid
 import msgspec
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
-from ctxfold.errors import InvalidInputError, InvalidTypeError, StoreError
+from ctxfold.errors import InvalidInputError, StoreError, InvalidTypeError
 from ctxfold.memory import Memory, Scope
 from ctxfold.memory.embedding import default_embedder, embed_texts
 from ctxfold.memory.records import decoder, encode
 from ctxfold.memory.updates import SUPERSEDE_THRESHOLD, AddResult, compare
-from memory_stores import BACKENDS, U1, U2, StoreOpener, opener, store  # noqa: F401  (fixtures)
+from hypothesis import assume, given, settings, strategies as st
+from memory_stores import BACKENDS, StoreOpener, U1, U2, unit
+
 
 MERGE = 0.95  # the stores' default merge_threshold
+
 
 # (old, new, what adding new after old does, the changed slot for a supersede)
 PAIRS: list[tuple[str, str, str, str]] = [
@@ -90,8 +91,6 @@ PAIRS: list[tuple[str, str, str, str]] = [
     ("Bob prefers short answers", "Bob prefers short answers in chat", "added", ""),  # same, below the merge cosine
 ]
 
-KIND = {"merged": "same", "superseded": "update"}
-
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def table_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
@@ -106,9 +105,39 @@ def cosine(a: str, b: str) -> float:
     return float(v[0] @ v[1])
 
 
+TEMPLATES = [
+    "We run {} servers in production",
+    "The API rate limit is {} requests per minute",
+    "Disk quota per user is {}GB",
+    "The Pro plan costs ${} per month",
+    "Invoices are due {} days after delivery",
+]
+
+
+def test_near_duplicates_merge(store) -> None:
+    base = unit(11)
+    near = base + 0.01 * unit(12)
+    a = store.add(Memory(content="Office opens at 9", tags=["office"]), scope=U1, embedding=base)
+    b = store.add(Memory(content="The office opens at 9.", tags=["hours"], confidence=0.9), scope=U1, embedding=near)
+    assert a == b and store.memories.count(scope=U1) == 1
+    merged = store.get(a, scope=U1)
+    assert merged.tags == ["office", "hours"] and merged.merged == 1 and merged.content == "Office opens at 9"
+    # another category or another scope does not merge
+    assert store.add(Memory(content="Office opens at 9 (decided)", category="decision"), scope=U1, embedding=near) != a
+    assert store.add(Memory(content="The office opens at 9.", tags=["hours"]), scope=U2, embedding=near) != ""
+    assert store.memories.count(scope=U2) == 1
+    # within one batch, with merge=True
+    ids = store.memories.add_many(
+        [Memory(content="Logs are kept"), Memory(content="The logs are kept")], scope=U2,
+        embeddings=[unit(20), unit(20) + 1e-3], merge=True,
+    )
+    assert ids[0] == ids[1]
+    # merge=False keeps both
+    ids = store.memories.add_many([Memory(content="y1"), Memory(content="y2")], scope=U2, embeddings=[unit(30), unit(30)])
+    assert ids[0] != ids[1]
+
+
 # --- the table ------------------------------------------------------------------------------
-
-
 def test_the_table_covers_every_kind_of_change() -> None:
     assert len(PAIRS) >= 40
     assert {r for _, _, a, r in PAIRS if a == "superseded"} == {"negation", "number", "version", "date", "name"}
@@ -160,15 +189,6 @@ def test_the_pair_in_the_store(table_store, old: str, new: str, action: str, rea
         assert {h.id for h in hits} == {first, second} and table_store.archive.all(scope=scope) == []
 
 
-TEMPLATES = [
-    "We run {} servers in production",
-    "The API rate limit is {} requests per minute",
-    "Disk quota per user is {}GB",
-    "The Pro plan costs ${} per month",
-    "Invoices are due {} days after delivery",
-]
-
-
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from(TEMPLATES), st.integers(0, 10**7), st.integers(0, 10**7), st.booleans())
 def test_one_changed_number_is_an_update(template: str, x: int, y: int, separators: bool) -> None:
@@ -187,8 +207,6 @@ def test_a_text_restates_itself(text: str) -> None:
 
 
 # --- the chain, the switches and the edges ----------------------------------------------------
-
-
 def test_a_chain_of_updates(store) -> None:
     ids = [store.add(Memory(content=f"The cluster uses SDK {v}"), scope=U1) for v in ("1.0.0", "2.0.0", "3.0.0")]
     assert [r.action for r in ids] == ["added", "superseded", "superseded"]

@@ -27,7 +27,7 @@ from sdk_checks import type_problems  # noqa: E402
 from ctxfold import ContextEngine, EngineConfig, InvalidInputError, InvalidTypeError  # noqa: E402
 from ctxfold.integrations.openai_agents import FitSession, _units, fit_items  # noqa: E402
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @function_tool

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from ctxfold import BudgetError, ContextEngine, EngineConfig, InvalidInputError, InvalidTypeError, count_messages
 from ctxfold.text.temporal import (
+    asks_about_time,
     date_note,
     with_date_note,
     NO_TIMESTAMP,
@@ -376,3 +377,22 @@ def test_date_note_lists_each_phrase_once(text, note) -> None:
     assert noted == (f"{text}\n{note}" if note else text)
     assert with_date_note(noted, anchor) == noted  # a second pass adds nothing
     assert strip_date_annotations(noted) == text
+
+
+@pytest.mark.parametrize(
+    "question, about_time",
+    [
+        ("When did Emi go to Paris?", True),
+        ("What did I fix yesterday?", True),
+        ("How long ago did we meet?", True),
+        ("What is the date of the concert?", True),
+        ("Which month did the lease start?", True),
+        ("What did Kate do last weekend?", True),
+        ("How many days did the trip take?", True),
+        ("What does Kate like to cook?", False),
+        ("Where did the team meet?", False),
+        ("Who won the chess game?", False),
+    ],
+)
+def test_asks_about_time(question: str, about_time: bool) -> None:
+    assert asks_about_time(question) is about_time

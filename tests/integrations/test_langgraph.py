@@ -19,13 +19,13 @@ pytest.importorskip("anthropic", reason="needs the anthropic SDK (dev extras)")
 from langchain_core.messages import HumanMessage, SystemMessage  # noqa: E402
 from langgraph_agent import fitted_graph  # noqa: E402
 from scripted_chat_model import ScriptedChatModel  # noqa: E402
-from test_integrations_langchain import check_fitted, long_history, oslo_model, weather  # noqa: E402
+from .test_langchain import check_fitted, long_history, oslo_model, weather  # noqa: E402
 
 import ctxfold  # noqa: E402
 from ctxfold import InvalidInputError, InvalidTypeError  # noqa: E402
 from ctxfold.integrations.langgraph import PreModelHook  # noqa: E402
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def react_agent(model: Any, hook: PreModelHook, prompt: str) -> Any:

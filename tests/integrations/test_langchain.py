@@ -38,7 +38,7 @@ from ctxfold.integrations import IntegrationImportError  # noqa: E402
 from ctxfold.integrations._common import require  # noqa: E402
 from ctxfold.integrations.langchain import FitContext, fit_messages, to_openai_dicts  # noqa: E402
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @tool

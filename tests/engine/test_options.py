@@ -1,0 +1,193 @@
+"""The options stage alone: each message's forms, their exact costs and
+values, on hand-made items; and what the plan makes of the structural forms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ctxfold.engine.cache import EngineCache
+from ctxfold.engine.compaction import placeholder
+from ctxfold.engine.config import EngineConfig
+from ctxfold.engine.messages import parse_messages
+from ctxfold.engine.options import (
+    CLEAR, DROP, KEEP, LENGTH_POWER, NOTE_SHARE, PEOPLE_LENGTH_POWER, PLACEHOLDER_SHARE, PLAIN, SEAM_SLACK, SUMMARY,
+    TIME_NOTE_SHARE, TOOL_CUT_SHARE,
+    length_weights, message_options,
+)
+from ctxfold.engine.plan import plan_items
+from ctxfold.engine.results import STATE_KINDS
+from ctxfold.engine.run import RunContext
+from ctxfold.summarize.head_tail import HeadTailSummarizer
+from ctxfold.tokens import REPLY_PRIMING, get_tokenizer
+
+TOK = get_tokenizer(encoding="cl100k_base")
+
+
+def run(budget: int, config: EngineConfig | None = None, query: str = "") -> RunContext:
+    return RunContext(tokenizer=TOK, config=config or EngineConfig(), cache=EngineCache(),
+                      summarizer=HeadTailSummarizer(tokenizer=TOK), embedder=None, budget=budget, query=query)
+
+
+def tool_round(call_id: str, output: str, name: str = "grep", **extra) -> list[dict]:
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": call_id, "content": output, **extra},
+    ]
+
+
+def total(items) -> int:
+    return sum(it.tokens for it in items) + REPLY_PRIMING
+
+
+def text_tokens(it) -> int:
+    return int(TOK.count(it.message["content"]))
+
+
+def options(items, budget, config=None, scores=None, query=""):
+    scores = np.ones(len(items)) if scores is None else scores
+    return message_options(items, scores, run(budget, config, query), ["free"] * len(items))
+
+
+def test_a_long_tool_output_has_a_head_and_tail_form():
+    items = parse_messages([*tool_round("c1", " ".join(f"w{k}" for k in range(3000))),
+                            {"role": "user", "content": "next"}], TOK)
+    opts = options(items, total(items), EngineConfig(max_tool_output_tokens=200, protect_last=0))
+    assert opts.cuts[1] == (0, 200, 0) and 1 not in opts.summary_targets
+    assert opts.costs[1, SUMMARY] == items[1].tokens - text_tokens(items[1]) + 200
+    assert opts.values[1, SUMMARY] == pytest.approx(opts.values[1, KEEP] * TOOL_CUT_SHARE)
+
+
+def test_the_plan_cuts_a_long_tool_output_before_giving_up_anything_else():
+    msgs = [{"role": "user", "content": "find the error " * 20}, *tool_round("c1", " ".join(f"w{k}" for k in range(3000))),
+            {"role": "assistant", "content": "a long reply " * 40}, {"role": "user", "content": "next"}]
+    items = parse_messages(msgs, TOK)
+    config = EngineConfig(max_tool_output_tokens=200, protect_last=0)
+    plan = plan_items(items, np.ones(len(items)), run(total(items) - 100, config))
+    assert plan.choices == [KEEP, KEEP, SUMMARY, KEEP, KEEP] and plan.cuts == {2: 200}
+
+
+def test_a_placeholder_form_costs_its_text():
+    items = parse_messages([*tool_round("c1", "alpha " * 300), {"role": "user", "content": "q"}], TOK)
+    opts = options(items, total(items), EngineConfig(protect_last=0))
+    stub = placeholder(items[1])
+    assert opts.placeholders == {1: stub}
+    assert opts.costs[1, CLEAR] == items[1].tokens - text_tokens(items[1]) + TOK.count(stub) + SEAM_SLACK
+    assert opts.values[1, CLEAR] == pytest.approx(opts.values[1, KEEP] * PLACEHOLDER_SHARE)
+
+
+def test_the_lowest_valued_tool_results_are_cleared_and_the_rest_kept():
+    msgs = [*tool_round("c1", "alpha " * 300), *tool_round("c2", "beta " * 300), *tool_round("c3", "gamma " * 300),
+            {"role": "user", "content": "and now?"}]
+    items = parse_messages(msgs, TOK)
+    scores = np.array([0.5, 0.2, 0.5, 0.9, 0.5, 0.6, 1.0])
+    plan = plan_items(items, scores, run(total(items) - 250, EngineConfig(protect_last=0)))
+    assert plan.choices == [KEEP, CLEAR, KEEP, KEEP, KEEP, KEEP, KEEP]
+    assert plan.placeholders == {1: placeholder(items[1])}
+
+
+def test_a_superseded_read_is_worth_only_its_placeholder():
+    msgs = [
+        {"role": "assistant", "content": "/src/app.py\n" + "old " * 200, "kind": "file_read"},
+        {"role": "assistant", "content": "/src/app.py\n" + "new " * 200, "kind": "file_read"},
+        {"role": "user", "content": "next"},
+    ]
+    items = parse_messages(msgs, TOK)
+    opts = options(items, total(items), EngineConfig(protect_last=0))
+    assert opts.superseded == {0: 1}
+    assert opts.values[0, KEEP] == pytest.approx(opts.values[0, CLEAR])
+    assert opts.values[1, KEEP] > opts.values[1, CLEAR]
+    plan = plan_items(items, np.ones(len(items)), run(total(items) - 50, EngineConfig(protect_last=0)))
+    assert plan.choices[:2] == [CLEAR, KEEP]
+
+
+@pytest.mark.parametrize("kind", sorted(STATE_KINDS))
+def test_state_kinds_have_no_shorter_form(kind):
+    msgs = [*tool_round("c1", "x " * 3000, kind=kind), {"role": "assistant", "content": "y " * 300, "kind": kind},
+            {"role": "user", "content": "q"}]
+    items = parse_messages(msgs, TOK)
+    opts = options(items, total(items), EngineConfig(max_tool_output_tokens=100, protect_last=0))
+    room = total(items) - REPLY_PRIMING
+    for i in (1, 2):
+        assert opts.costs[i, SUMMARY] > room and opts.costs[i, CLEAR] > room and opts.costs[i, DROP] == 0
+        assert i not in opts.cuts and i not in opts.placeholders
+
+
+def test_protected_recent_messages_leave_no_placeholder():
+    msgs = [*tool_round("c1", "alpha " * 300), *tool_round("c2", "beta " * 300)]
+    items = parse_messages(msgs, TOK)
+    opts = options(items, total(items), EngineConfig(protect_last=2))
+    assert sorted(opts.placeholders) == [1]
+
+
+def test_length_weights_compare_each_message_with_its_role():
+    items = parse_messages([
+        {"role": "user", "content": "word " * 20},
+        {"role": "user", "content": "word " * 40},
+        {"role": "user", "content": "word " * 80},
+        {"role": "assistant", "content": "word " * 400},
+    ], TOK)
+    weights = length_weights(items)
+    tokens = [it.tokens for it in items]
+    assert weights[1] == pytest.approx(1.0)  # the users' median
+    assert weights[0] == pytest.approx((tokens[0] / tokens[1]) ** LENGTH_POWER)
+    assert weights[2] == pytest.approx((tokens[2] / tokens[1]) ** LENGTH_POWER)
+    assert weights[3] == pytest.approx(1.0)  # alone in its role: its own median
+
+
+def test_between_people_length_weights_use_their_own_power():
+    items = parse_messages([
+        {"role": "user", "content": "Emi: " + "word " * 20},
+        {"role": "assistant", "content": "Kate: " + "word " * 20},
+        {"role": "user", "content": "Emi: " + "word " * 80},
+        {"role": "assistant", "content": "Kate: " + "word " * 20},
+        {"role": "user", "content": "Emi: " + "word " * 40},
+    ], TOK)
+    weights = length_weights(items)
+    assert weights[2] == pytest.approx((items[2].tokens / items[4].tokens) ** PEOPLE_LENGTH_POWER)
+    assert PEOPLE_LENGTH_POWER != LENGTH_POWER
+
+
+def noted_chat(question: str) -> list:
+    """Timestamped turns that say "yesterday" (each gets a date note), then `question`."""
+    from ctxfold.engine.messages import with_date_annotations
+
+    msgs = []
+    for k in range(6):
+        stamp = f"2023-05-{10 + k:02d}T09:00:00Z"
+        msgs.append({"role": "user", "content": f"Yesterday I fixed bug {k} in the deploy script.", "timestamp": stamp})
+        msgs.append({"role": "assistant", "content": f"Good, bug {k} is noted.", "timestamp": stamp})
+    msgs.append({"role": "user", "content": question})
+    return with_date_annotations(parse_messages(msgs, TOK), TOK)
+
+
+def test_a_noted_message_can_be_kept_without_its_note():
+    items = noted_chat("Which bug did I fix?")
+    assert items[0].date_note == "[dates: Yesterday = 2023-05-09]"
+    opts = options(items, total(items), EngineConfig(protect_last=0))
+    body = items[0].message["content"][: -len(items[0].date_note) - 1]
+    assert opts.plain[0] == body == "Yesterday I fixed bug 0 in the deploy script."
+    assert opts.costs[0, PLAIN] == items[0].tokens - TOK.count(items[0].message["content"]) + TOK.count(body)
+    assert opts.values[0, PLAIN] == pytest.approx(opts.values[0, KEEP] - opts.base[0] * NOTE_SHARE)
+    # A message without a note has no such form.
+    assert 1 not in opts.plain and opts.costs[1, PLAIN] > total(items) - REPLY_PRIMING
+
+
+def test_a_note_is_worth_more_when_the_question_asks_when():
+    plain_question = options(noted_chat("Which bug did I fix?"), 10_000, query="Which bug did I fix?")
+    time_question = options(noted_chat("When did I fix bug 3?"), 10_000, query="When did I fix bug 3?")
+    for opts in (plain_question, time_question):
+        assert opts.base[0] > 0
+    lost = [(o.values[0, KEEP] - o.values[0, PLAIN]) / o.base[0] for o in (plain_question, time_question)]
+    assert lost == pytest.approx([NOTE_SHARE, TIME_NOTE_SHARE]) and TIME_NOTE_SHARE > NOTE_SHARE
+
+
+def test_the_plan_gives_up_notes_before_messages():
+    items = noted_chat("Which bug did I fix?")
+    notes = sum(TOK.count(it.message["content"]) - TOK.count(it.message["content"][: -len(it.date_note) - 1])
+                for it in items if it.date_note)
+    # Room for every message, not for every note.
+    plan = plan_items(items, np.ones(len(items)), run(total(items) - notes // 2, EngineConfig(protect_last=0)))
+    assert DROP not in plan.choices and SUMMARY not in plan.choices
+    assert plan.plain and all(items[i].date_note for i in plan.plain)
