@@ -9,6 +9,9 @@ Groups (compare the rows of a group):
   per-message token counts, embeddings and summaries come from the caches;
 - ``optimize-incremental``: the warm engine given the conversation plus one
   new 500-token turn (goal < 50 ms);
+- ``rerank-*``: the same three with the opt-in two-stage ranking
+  (``EngineConfig.reranked()``, rerank=150: MiniLM over the first stage's 150 best
+  messages), the default beside it in the group; cold loads the model too;
 - the peer, in each group: langchain-core's `trim_messages` (recency only,
   exact o200k counts via the same tokenizer) when langchain-core is installed.
 
@@ -26,7 +29,7 @@ import random
 from typing import Any
 
 import pytest
-from ctxfold import ContextEngine, count_messages, get_tokenizer
+from ctxfold import ContextEngine, EngineConfig, count_messages, get_tokenizer
 
 from conftest import SHARED_DATA
 
@@ -103,6 +106,51 @@ def test_optimize_incremental(benchmark) -> None:
     engine = _warm_engine()
     grown = [*MESSAGES_IN, NEW_TURN]
     _check(benchmark.pedantic(lambda: engine.optimize(grown, query=QUERY, budget=BUDGET), rounds=10, iterations=1))
+
+
+RERANK = EngineConfig.reranked()
+
+
+@pytest.mark.benchmark(group="rerank-cold")
+def test_rerank_cold(benchmark) -> None:
+    def run():
+        return ContextEngine(model="gpt-4o", config=RERANK).optimize(MESSAGES_IN, query=QUERY, budget=BUDGET)
+
+    _check(benchmark.pedantic(run, rounds=2, iterations=1, warmup_rounds=1))
+
+
+@pytest.mark.benchmark(group="rerank-cold")
+def test_rerank_cold_default(benchmark) -> None:
+    test_optimize_cold(benchmark)
+
+
+def _warm_rerank_engine() -> ContextEngine:
+    engine = ContextEngine(model="gpt-4o", config=RERANK)
+    engine.optimize(MESSAGES_IN, query=QUERY, budget=BUDGET)
+    return engine
+
+
+@pytest.mark.benchmark(group="rerank-warm")
+def test_rerank_warm(benchmark) -> None:
+    engine = _warm_rerank_engine()
+    _check(benchmark.pedantic(lambda: engine.optimize(MESSAGES_IN, query=QUERY, budget=BUDGET), rounds=10, iterations=1))
+
+
+@pytest.mark.benchmark(group="rerank-warm")
+def test_rerank_warm_default(benchmark) -> None:
+    test_optimize_warm(benchmark)
+
+
+@pytest.mark.benchmark(group="rerank-incremental")
+def test_rerank_incremental(benchmark) -> None:
+    engine = _warm_rerank_engine()
+    grown = [*MESSAGES_IN, NEW_TURN]
+    _check(benchmark.pedantic(lambda: engine.optimize(grown, query=QUERY, budget=BUDGET), rounds=10, iterations=1))
+
+
+@pytest.mark.benchmark(group="rerank-incremental")
+def test_rerank_incremental_default(benchmark) -> None:
+    test_optimize_incremental(benchmark)
 
 
 def _trim_peer(benchmark) -> None:

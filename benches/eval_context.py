@@ -50,6 +50,8 @@ beside it.
 
 ``--arc`` runs ctxfold with the conversation arc in the prompt
 (``EngineConfig(conversation_arc=True)``).
+``--config rerank=N`` turns on two-stage ranking; its MiniLM vectors come
+from the same disk cache as the baselines'.
 """
 
 from __future__ import annotations
@@ -472,7 +474,10 @@ def main() -> int:
     overrides = {k: json.loads(v) for k, v in (pair.split("=", 1) for pair in args.config.split(";") if pair)}
     if args.arc:
         overrides["conversation_arc"] = True
-    engines = {m: ctxfold.ContextEngine(encoding="cl100k_base",
+    # The reranker (EngineConfig rerank > 0) reads and keeps its MiniLM vectors in the disk cache the baselines use.
+    reranker = ctxfold.Embedder(cache=SqliteVectors(args.cache_dir / "minilm-vectors.sqlite")) \
+        if overrides.get("rerank") else "minilm"
+    engines = {m: ctxfold.ContextEngine(encoding="cl100k_base", reranker=reranker,
                                         config=ctxfold.EngineConfig(**{**overrides, "annotate_dates": False}
                                                                     if m == "ctxfold-nodates" else overrides))
                for m in args.methods if m in ("ctxfold", "ctxfold-nodates")}

@@ -42,3 +42,15 @@ def test_presets_order_and_overrides() -> None:
 def test_each_bad_value_is_named(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(InvalidInputError, match=match):
         EngineConfig(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [-1, True, 1.5, "50"])
+def test_rerank_must_be_a_count(value):
+    with pytest.raises(InvalidInputError, match="rerank"):
+        EngineConfig(rerank=value)
+
+
+def test_reranked_preset_turns_the_second_stage_on():
+    assert EngineConfig().rerank == 0
+    assert EngineConfig.reranked().rerank == 150
+    assert EngineConfig.reranked(rerank=64, budget=900).rerank == 64

@@ -161,3 +161,102 @@ def test_between_people_structure_scores_nothing():
     assert not layers["structure"].any()
     _, _, layers = scored(CHAT, "Where does Rex play?")
     assert layers["structure"].all()
+
+
+# -- two-stage ranking: a reranker over the first stage's short list ----------------------
+
+DOCTOR_CHAT = [
+    {"role": "user", "content": "The garden needs more tomatoes this year."},
+    {"role": "assistant", "content": "Tomatoes like sun and regular water."},
+    {"role": "user", "content": "Last week I finally saw Dr. Patel, an ENT specialist."},
+    {"role": "assistant", "content": "Good that you went; how is your ear now?"},
+    {"role": "user", "content": "My doctor appointment app keeps crashing."},
+    {"role": "assistant", "content": "Try reinstalling the app."},
+]
+DOCTOR_QUERY = "Which doctor did I see?"
+
+
+class TopicReranker:
+    """Vectors by meaning the way a sentence model reads it: a text about a
+    visit to a physician points one way, anything else another. Records
+    every text it is asked to embed."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def embed(self, texts):
+        self.seen.extend(texts)
+        visit = [("Patel" in t or "ENT" in t or t == DOCTOR_QUERY) for t in texts]
+        return np.array([[1.0, 0.0] if v else [0.0, 1.0] for v in visit], dtype=np.float32)
+
+
+def scored_with(messages, query, reranker, rerank):
+    items = parse_messages(messages, TOK)
+    config = EngineConfig(rerank=rerank)
+    context = RunContext(tokenizer=TOK, config=config, cache=EngineCache(), summarizer=HeadTailSummarizer(tokenizer=TOK),
+                         embedder=None, reranker=reranker, budget=config.budget, query=query)
+    return score_items(items, context)[1]
+
+
+def test_rerank_lifts_the_answer_given_in_other_words():
+    without = scored_with(DOCTOR_CHAT, DOCTOR_QUERY, TopicReranker(), rerank=0)["semantic"]
+    assert int(np.argmax(without)) == 4  # BM25 alone: the message sharing the word "doctor"
+    assert without[2] < 0.5
+    with_rerank = scored_with(DOCTOR_CHAT, DOCTOR_QUERY, TopicReranker(), rerank=len(DOCTOR_CHAT))["semantic"]
+    assert with_rerank[2] == pytest.approx(1.0)
+    assert with_rerank[4] > 0  # the lexical match keeps its own score beside it
+    assert with_rerank.min() >= 0.0 and with_rerank.max() <= 1.0
+
+
+def test_rerank_embeds_only_the_first_stages_short_list():
+    reranker = TopicReranker()
+    first = scored_with(DOCTOR_CHAT, DOCTOR_QUERY, None, rerank=0)["semantic"]
+    layers = scored_with(DOCTOR_CHAT, DOCTOR_QUERY, reranker, rerank=2)
+    best_two = {DOCTOR_CHAT[i]["content"] for i in np.argsort(-first, kind="stable")[:2]}
+    assert reranker.seen[0] == DOCTOR_QUERY and set(reranker.seen[1:]) == best_two and len(reranker.seen) == 3
+    # Outside the short list nothing moves but for the common scale.
+    outside = [i for i in range(len(DOCTOR_CHAT)) if DOCTOR_CHAT[i]["content"] not in best_two]
+    assert all(layers["semantic"][i] <= first[i] + 1e-12 for i in outside)
+
+
+def test_engine_rerank_embeds_each_message_once_and_keeps_vectors_in_the_store(tmp_path):
+    from ctxfold import ContextEngine
+    from ctxfold.memory import SqliteStore
+
+    class Counting(TopicReranker):
+        model_id = "topic-test"
+
+    msgs = DOCTOR_CHAT * 4  # 24 messages, 6 distinct texts, all in the short list
+    config = EngineConfig(rerank=30)
+    with SqliteStore(tmp_path / "agent.db") as store:
+        reranker = Counting()
+        engine = ContextEngine(encoding="cl100k_base", config=config, reranker=reranker, store=store)
+        engine.optimize(msgs, query=DOCTOR_QUERY, budget=60)
+        first = len(reranker.seen)
+        assert sorted(reranker.seen) == sorted([DOCTOR_QUERY, *(m["content"] for m in DOCTOR_CHAT)])
+        engine.optimize([*msgs, {"role": "user", "content": "Dr. Patel said the ENT scan was clear."}],
+                        query=DOCTOR_QUERY, budget=60)
+        assert reranker.seen[first:] == ["Dr. Patel said the ENT scan was clear."]  # only the new message
+    with SqliteStore(tmp_path / "agent.db") as store:  # a restarted process: the vectors come from the store
+        again = Counting()
+        ContextEngine(encoding="cl100k_base", config=config, reranker=again, store=store).optimize(
+            msgs, query=DOCTOR_QUERY, budget=60)
+        assert again.seen == []
+
+
+def test_rerank_off_leaves_the_reranker_unused():
+    from ctxfold import ContextEngine
+
+    reranker = TopicReranker()
+    engine = ContextEngine(encoding="cl100k_base", reranker=reranker)
+    engine.optimize(DOCTOR_CHAT, query=DOCTOR_QUERY, budget=60)
+    assert engine.reranker is None and reranker.seen == []
+
+
+def test_a_reranker_without_embed_is_refused_naming_the_argument():
+    from ctxfold import ContextEngine, InvalidTypeError
+
+    with pytest.raises(InvalidTypeError, match="reranker"):
+        ContextEngine(encoding="cl100k_base", reranker="bge")
+    with pytest.raises(InvalidTypeError, match="reranker"):
+        ContextEngine(encoding="cl100k_base", reranker=object())

@@ -175,6 +175,8 @@ class Embedder:
         names = [o.name for o in self._session.get_outputs()]
         self._output_name = "last_hidden_state" if "last_hidden_state" in names else output.name
         self._key_prefix = f"{model_sha[:16]}:{self.max_length}:".encode()
+        self.model_id = f"{self.model_dir.name}:{model_sha[:16]}:{self.max_length}"
+        """What names this model's vectors in a persistent store (the file's hash and the cut length)."""
         dim = output.shape[-1] if output.shape else None
         self._dim: int | None = dim if isinstance(dim, int) else None
         self.stats = EmbedderStats()

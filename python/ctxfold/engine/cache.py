@@ -282,15 +282,17 @@ class CachingEmbedder:
             self._from_caches(texts, found, missing)
             missing = [i for i, v in enumerate(found) if v is None]
         if missing:
-            fresh = np.asarray(self.embedder.embed([texts[i] for i in missing]), dtype=np.float32)
-            for i, vector in zip(missing, fresh):
-                # A copy: a row view would keep the whole batch alive, unaccounted.
-                found[i] = vector = vector.copy()
-                self.cache.put(texts[i], vector)
+            # A text repeated in the call ("ok", "thanks") is embedded once.
+            todo = list(dict.fromkeys(texts[i] for i in missing))
+            fresh = np.asarray(self.embedder.embed(todo), dtype=np.float32)
+            # Copies: a row view would keep the whole batch alive, unaccounted.
+            made = {text: vector.copy() for text, vector in zip(todo, fresh)}
+            for text, vector in made.items():
+                self.cache.put(text, vector)
+            for i in missing:
+                found[i] = made[texts[i]]
             if self.caches is not None:
-                self.caches.put_embeddings(
-                    [content_hash(texts[i]) for i in missing], self.model_name, fresh
-                )
+                self.caches.put_embeddings([content_hash(t) for t in todo], self.model_name, fresh)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack(found)  # type: ignore[arg-type]
@@ -316,6 +318,8 @@ class EngineCache:
         pool = self.pool
         self.costs: Lru[bytes, int] = Lru(sizeof=_cost_bytes, pool=pool)
         self.embeddings: Lru[str, np.ndarray] = Lru(sizeof=_embedding_bytes, pool=pool)
+        self.rerank_embeddings: Lru[str, np.ndarray] = Lru(sizeof=_embedding_bytes, pool=pool)
+        """The reranker's vectors, by text (apart from the embedder's: another model)."""
         self.summaries: Lru[tuple[str, int], str] = Lru(sizeof=_summary_bytes, pool=pool)
         self.token_counts: Lru[str, int] = Lru(sizeof=_text_int_bytes, pool=pool)
         self.terms: Lru[str, tuple[dict[str, int], int]] = Lru(sizeof=_terms_bytes, pool=pool)
@@ -391,6 +395,7 @@ class EngineCache:
     def clear(self) -> None:
         self.costs.clear()
         self.embeddings.clear()
+        self.rerank_embeddings.clear()
         self.summaries.clear()
         self.token_counts.clear()
         self.terms.clear()

@@ -58,6 +58,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     expand_neighbours: bool = True
     """Neighbour expansion: a kept assistant answer pulls in the user turn it
     replies to (its value lifted, the knapsack solved again)."""
+    rerank: int = 0
+    """Two-stage ranking: the N messages the fast first stage (BM25 and the
+    static table) ranks best are scored again with MiniLM (`ctxfold.Embedder`,
+    each message embedded once and cached, persisted with ``store=``); 0 is off."""
     half_life_turns: float = 20.0
     summary_ratio: float = 0.3
     """A summarised message keeps about this share of its tokens."""
@@ -104,6 +108,8 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             raise InvalidInputError(f"weights: unknown layers {sorted(unknown)}; known: {sorted(DEFAULT_WEIGHTS)}")
         if any(w < 0 for w in self.weights.values()):
             raise InvalidInputError("weights: every weight must be >= 0")
+        if isinstance(self.rerank, bool) or not isinstance(self.rerank, int) or self.rerank < 0:
+            raise InvalidInputError(f"rerank: the short list's length, an int >= 0 (0: off), got {self.rerank!r}")
         if self.protect_last < 0:
             raise InvalidInputError(f"protect_last: must be >= 0, got {self.protect_last}")
         if not 0 < self.summary_ratio < 1:
@@ -120,6 +126,14 @@ class EngineConfig(msgspec.Struct, kw_only=True):
         """Aggressive: fewer protected turns, shorter summaries, compact early."""
         values: dict[str, object] = {"protect_last": 2, "summary_ratio": 0.15, "compact_threshold": 0.6,
                                      "max_tool_output_tokens": 1000}
+        return cls(**{**values, **overrides})  # type: ignore[arg-type]
+
+    @classmethod
+    def reranked(cls, **overrides: object) -> EngineConfig:
+        """Two-stage ranking on: MiniLM over the first stage's 150 best
+        messages. Keeps more evidence on every dev set; its first call embeds
+        up to 150 messages, so it is seconds, not milliseconds, on a CPU."""
+        values: dict[str, object] = {"rerank": 150}
         return cls(**{**values, **overrides})  # type: ignore[arg-type]
 
     @classmethod

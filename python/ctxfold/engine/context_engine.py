@@ -74,7 +74,9 @@ class ContextEngine:
     sentences only, names, numbers and dates kept verbatim; `HeadTailSummarizer`
     is the model-free cut);
     `embedder=` is the dense half of the semantic layer (default: the static
-    MiniLM table; None for BM25 alone); `store=` (a `ctxfold.memory` store,
+    MiniLM table; None for BM25 alone); `reranker=` re-scores the first
+    stage's short list when `config.rerank` is on (default: the shipped
+    MiniLM, `ctxfold.Embedder`); `store=` (a `ctxfold.memory` store,
     e.g. `SqliteStore("agent.db")`) keeps summaries and embeddings across
     processes, so a restarted agent does not recompute them, and keeps the
     originals of removed messages, so `restore` and `recall` work in a later
@@ -98,6 +100,7 @@ class ContextEngine:
         config: EngineConfig | None = None,
         summarizer: Summarizer | None = None,
         embedder: Any = "static",
+        reranker: Any = "minilm",
         store: Any = None,
         scope: Any = None,
         archive_bytes: int = DEFAULT_ARCHIVE_BYTES,
@@ -116,6 +119,11 @@ class ContextEngine:
             )
         self._embedder_spec = embedder
         self._embedder: Any = None
+        if not (isinstance(reranker, str) and reranker == "minilm" or callable(getattr(reranker, "embed", None))):
+            raise InvalidTypeError(f"reranker: {type(reranker).__name__} has no embed() method. Fix: pass an object "
+                                   "with embed(list[str]) -> (n, d) array (e.g. ctxfold.Embedder()) or 'minilm'")
+        self._reranker_spec = reranker
+        self._reranker: Any = None
         self.store = store
         self.scope = scope
         self.cache = EngineCache(check_bytes(cache_bytes, "cache_bytes"), caches=caches, scope=scope)
@@ -273,13 +281,26 @@ class ContextEngine:
             self._embedder = CachingEmbedder(embedder, self.cache.embeddings, _model_id(embedder), self.cache.caches)
         return self._embedder
 
+    @property
+    def reranker(self) -> Any:
+        """What re-scores the short list when `config.rerank` is on: the shipped
+        MiniLM by default (loaded on first use), cached like the embedder."""
+        if self._reranker is None and self.config.rerank:
+            spec = self._reranker_spec
+            if spec == "minilm":
+                from ctxfold.embed.onnx import Embedder
+
+                spec = Embedder(cache=False)
+            self._reranker = CachingEmbedder(spec, self.cache.rerank_embeddings, _model_id(spec), self.cache.caches)
+        return self._reranker
+
     # -- helpers ---------------------------------------------------------------------
 
     def _run(self, budget: int, query: str, *, question_is_current: bool = True, protect_recent: bool = True) -> RunContext:
         """The engine's tools and settings with the facts of one call, for its stages."""
         return RunContext(
             tokenizer=self.tokenizer, config=self.config, cache=self.cache, summarizer=self.summarizer,
-            embedder=self.embedder, budget=budget, query=query, question_is_current=question_is_current,
+            embedder=self.embedder, reranker=self.reranker, budget=budget, query=query, question_is_current=question_is_current,
             protect_recent=protect_recent,
         )
 

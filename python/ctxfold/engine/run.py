@@ -24,6 +24,8 @@ class RunContext(msgspec.Struct, frozen=True, kw_only=True):
     summarizer: Summarizer
     embedder: Any
     """The dense half of the semantic layer (anything with `embed`), or None for BM25 alone."""
+    reranker: Any = None
+    """What re-scores the first stage's short list (`config.rerank`), or None."""
     budget: int
     """The token limit of the whole context, reply priming included."""
     query: str

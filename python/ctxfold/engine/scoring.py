@@ -3,7 +3,8 @@
 - semantic: BM25 of the message against the query (Rust index), scaled by the
   best match; fused with embedding cosine when an embedder is configured (a
   message is relevant when either signal is strong: the larger of the two
-  standardised scores);
+  standardised scores); with `EngineConfig.rerank`, the best messages of that
+  first stage also get the reranker's (MiniLM's) cosine as a third signal;
 - entity: share of the query's entities (names, numbers, dates) the message
   mentions, each weighted by its rarity in the conversation;
 - recency: core decay weights by turns ago (and importance), for the current
@@ -35,7 +36,7 @@ from ctxfold.text.entities import extract_entities
 from ctxfold.engine.results import LAYER_NAMES, STATE_KINDS, Item
 from ctxfold.engine.run import RunContext
 
-__all__ = ["score_items", "recency_applies", "LAYER_NAMES"]
+__all__ = ["score_items", "recency_applies", "rerank", "LAYER_NAMES"]
 
 _ROLE_WEIGHT = {"system": 1.0, "developer": 1.0, "user": 0.6, "assistant": 0.5, "tool": 0.4}
 _STRUCTURE_CUES = [
@@ -81,7 +82,7 @@ def score_items(items: Sequence[Item], run: RunContext) -> tuple[np.ndarray, dic
     texts = [it.text for it in items]
     people = people_in_chat(items)
     layers = {
-        "semantic": semantic_layer(texts, query, run.embedder, cache),
+        "semantic": semantic_layer(texts, query, run.embedder, cache, reranker=run.reranker, shortlist=run.config.rerank),
         "entity": entity_layer(texts, query),
         "recency": recency_layer(items, half_life_turns) if recency_applies(query) else np.zeros(len(items)),
         "intent": intent_layer(items, query, people),
@@ -118,7 +119,10 @@ def bm25_scores(terms: Sequence[tuple[dict[str, int], int]], query: str, k1: flo
     return scores
 
 
-def semantic_layer(texts: list[str], query: str, embedder: Any = None, cache: EngineCache | None = None) -> np.ndarray:
+def semantic_layer(
+    texts: list[str], query: str, embedder: Any = None, cache: EngineCache | None = None, *,
+    reranker: Any = None, shortlist: int = 0,
+) -> np.ndarray:
     """BM25, fused with embedding cosine when an embedder is given: the larger
     of the two scores, each standardised over the conversation, clipped at 0
     and scaled so the best message scores 1.
@@ -128,17 +132,46 @@ def semantic_layer(texts: list[str], query: str, embedder: Any = None, cache: En
     "Dr. Patel", "an ENT specialist"), where BM25 finds nothing and the sum
     buries the dense match under BM25's heavy tail of incidental term hits.
     (For plain top-10 retrieval the sum ranks better; the planner, which
-    keeps many short turns, gains from the maximum: docs/benchmarks.md.)"""
+    keeps many short turns, gains from the maximum: docs/benchmarks.md.)
+
+    With a `reranker` (a stronger, slower embedder) and `shortlist` > 0, the
+    `shortlist` best messages of that first stage are scored again (`rerank`):
+    a third signal, and again either one suffices."""
     if not texts or not query:
         return np.zeros(len(texts))
     cache = cache if cache is not None else EngineCache()
     scores = bm25_scores(cache.terms_of(texts, Bm25.tokenize), query)
-    if embedder is not None and len(texts) > 1:
-        vectors = np.asarray(embedder.embed([query, *texts]), dtype=np.float32)
-        dense = vectors[1:] @ vectors[0]
-        scores = np.clip(np.maximum(_standardised(scores), _standardised(dense.astype(np.float64))), 0, None)
+    dense_on = embedder is not None and len(texts) > 1
+    rerank_on = reranker is not None and shortlist > 0 and len(texts) > 1
+    if dense_on or rerank_on:
+        lexical = _standardised(scores)
+        dense = np.full(len(texts), -np.inf)
+        if dense_on:
+            vectors = np.asarray(embedder.embed([query, *texts]), dtype=np.float32)
+            dense = _standardised((vectors[1:] @ vectors[0]).astype(np.float64))
+        scores = np.maximum(lexical, dense)
+        if rerank_on:
+            scores = rerank(texts, query, scores, dense, reranker, shortlist)
+        scores = np.clip(scores, 0, None)
     best = scores.max()
     return scores / best if best > 0 else scores
+
+
+def rerank(texts: list[str], query: str, first: np.ndarray, dense: np.ndarray, reranker: Any, shortlist: int) -> np.ndarray:
+    """`first` (standardised BM25 and dense scores, their maximum) with its
+    `shortlist` best messages scored again: the larger of their first score
+    and the reranker's cosine. Only the short list is embedded, so that
+    cosine is standardised within it and put on the scale the embedder's
+    scores have there (their mean and spread), to compare with them."""
+    top = np.argsort(-first, kind="stable")[:shortlist]
+    vectors = np.asarray(reranker.embed([query, *[texts[i] for i in top]]), dtype=np.float32)
+    again = _standardised((vectors[1:] @ vectors[0]).astype(np.float64))
+    base = dense[top]
+    if np.isfinite(base).all():
+        again = base.mean() + again * base.std()
+    out: np.ndarray = first.copy()
+    out[top] = np.maximum(first[top], again)
+    return out
 
 
 def entity_layer(texts: list[str], query: str) -> np.ndarray:
