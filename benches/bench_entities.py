@@ -188,3 +188,18 @@ def test_ctxfold_repository_add_turn(benchmark) -> None:
         return repo.add(new_turn)
 
     assert benchmark.pedantic(add, setup=setup, rounds=10, iterations=1)
+
+
+def test_core_scanner_matches_the_python_scanner_on_shared_data() -> None:
+    """The core's atomic mentions equal the pure-Python scanner's on every message of ../shared/data."""
+    from conftest import chat_messages
+    from ctxfold.text.entities import _scanner, atomic_mentions_python
+    from ctxfold.text.entities import Mention
+
+    messages = chat_messages()
+    scanner = _scanner()
+    for i, text in enumerate(messages):
+        core = [Mention(*row) for row in scanner.scan(text)]
+        python = atomic_mentions_python(text)
+        assert core == python, f"message {i} differs: core {core[:3]} ... python {python[:3]} ...; text {text[:200]!r}"
+    print(f"\n[bench_entities] core scanner = Python scanner on {len(messages)} messages")

@@ -12,7 +12,10 @@
 - `entity_recall`: the share of a text's entities another text still holds.
 
 Regular expressions and one small gazetteer: it has to run over a long
-history in milliseconds. All three share one stop list.
+history in milliseconds, so the atomic mentions (everything but clauses)
+come from the core's `EntityScanner`, which gives what the pure-Python
+scanner (`atomic_mentions_python`, over `entity_patterns`) gives. All three
+share one stop list.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ import functools
 import operator
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import starmap
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from ctxfold._core import EntityScanner
 from ctxfold.text.entity_patterns import NAME, WHEN, claim
 from ctxfold.errors import InvalidTypeError
 
@@ -218,9 +223,30 @@ def extract_mentions(text: str) -> tuple[Mention, ...]:
     goals, commitments, temporal constraints, identity statements, personal
     things) may contain atomic ones."""
     clauses = clause_mentions(text)
+    found = list(clauses)
+    found.extend(starmap(Mention, _scanner().scan(text)))
+    # Sorting by (start, -end): a C-level key first, and the full key only when two mentions share a start
+    # (only clause mentions can; the sort is stable, so those keep coming first).
+    found.sort(key=_START)
+    if clauses and len(found) != len({m.start for m in found}):
+        found.sort(key=lambda x: (x.start, -x.end))
+    return tuple(found)
+
+
+@functools.cache
+def _scanner() -> EntityScanner:
+    """The core's scanner of atomic mentions, built once from this module's word lists."""
+    return EntityScanner(places=places(), stop_words=STOP_WORDS, not_names=_NOT_NAMES, titles=_TITLES,
+                         openers=_OPENERS, org_words=_ORG_WORDS, person_cues=_PERSON_WORDS_BEFORE)
+
+
+def atomic_mentions_python(text: str) -> list[Mention]:
+    """The atomic mentions of ``text`` found by the pure-Python scanner (what
+    the core's `EntityScanner` must give, mention for mention): the reference
+    the equivalence checks compare against."""
     place_set = places()
     hits, claimed = claim(text)
-    found = list(clauses)
+    found = []
     for start, end, kind in hits:
         value = text[start:end]
         key = normalise(value.strip("`").removesuffix("()")) if kind == CODE else (
@@ -241,12 +267,7 @@ def extract_mentions(text: str) -> tuple[Mention, ...]:
         if _not_a_name(run) if "'" in low or "’" in low else low in _NAME_STOPS:
             continue
         found.append(_single_name(text, run, start, place_set, low))
-    # Sorting by (start, -end): a C-level key first, and the full key only when two mentions share a start
-    # (only clause mentions can; the sort is stable, so those keep coming first).
-    found.sort(key=_START)
-    if clauses and len(found) != len({m.start for m in found}):
-        found.sort(key=lambda x: (x.start, -x.end))
-    return tuple(found)
+    return found
 
 
 @functools.lru_cache(maxsize=65536)
