@@ -551,7 +551,6 @@ class StaticTable:
         """Token counts of the texts (a str counts as a list of one)."""
 
 # entities
-MentionRow = tuple[str, str, int, int, str, bool]
 
 @final
 class EntityScanner:
@@ -581,10 +580,10 @@ class EntityScanner:
         org_words: Iterable[str],
         person_cues: Iterable[str],
     ) -> EntityScanner: ...
-    def scan(self, text: str) -> list[MentionRow]:
+    def scan(self, text: str) -> list[tuple[str, str, int, int, str, bool]]:
         """The atomic mentions of ``text`` as ``(text, type, start, end, key,
         weak)`` rows: first the non-overlapping matches of every kind but names
         in order of their start, then the names in order. ``weak`` marks a
         sentence's capitalised first word without a person cue."""
-    def scan_many(self, texts: list[str] | tuple[str, ...]) -> list[list[MentionRow]]:
+    def scan_many(self, texts: list[str] | tuple[str, ...]) -> list[list[tuple[str, str, int, int, str, bool]]]:
         """``scan`` of each text of a list (one list of rows per text)."""
