@@ -167,15 +167,13 @@ impl EntityScanner {
 
     fn names(&self, s: &Text, claimed: &[u8], out: &mut Vec<Atom>) {
         let t = &s.t;
-        let n = t.len();
-        let mut i = 0;
-        while i < n {
-            let Some(end) = (if t[i].is_ascii_uppercase() { s.name_run(i) } else { None }) else {
-                i += 1;
+        let mut resume = 0;
+        for &start in &s.cand.capitals {
+            if start < resume {
                 continue;
-            };
-            let start = i;
-            i = end;
+            }
+            let Some(end) = s.name_run(start) else { continue };
+            resume = end;
             if (start > 0 && s.alnum(start - 1)) || claimed_any(claimed, start, end) {
                 continue;
             }
@@ -369,10 +367,6 @@ pub fn is_space(c: char) -> bool {
         | '\u{2028}' | '\u{2029}' | '\u{202f}' | '\u{205f}' | '\u{3000}')
 }
 
-fn is_word(c: char) -> bool {
-    c == '_' || is_alnum(c)
-}
-
 fn is_alnum_str(s: &str) -> bool {
     !s.is_empty() && s.chars().all(is_alnum)
 }
@@ -449,23 +443,74 @@ const DIGIT: u8 = 4;
 const CURRENCY: [char; 4] = ['$', '€', '£', '¥'];
 type Hit = (usize, usize, Kind);
 
+/// Where each pass can find something, collected in one walk over the text
+/// so that each pass visits only its candidates.
+#[derive(Default)]
+struct Candidates {
+    at_signs: Vec<usize>,
+    slashes: Vec<usize>,
+    dots: Vec<usize>,
+    backticks: Vec<usize>,
+    calls: Vec<usize>,
+    underscores: Vec<usize>,
+    camel_capitals: Vec<usize>,
+    capitals: Vec<usize>,
+    number_starts: Vec<usize>,
+    url_heads: Vec<usize>,
+}
+
 struct Text {
     t: Vec<char>,
     flags: Vec<u8>,
+    /// The text lower-cased as `str.lower` does (longer than the text when a character lowers to two).
+    low: Vec<char>,
+    cand: Candidates,
 }
 
 impl Text {
     fn new(text: &str) -> Self {
         let t: Vec<char> = text.chars().collect();
-        let flags = t
-            .iter()
-            .map(|&c| {
-                (if is_alnum(c) { ALNUM } else { 0 })
+        let mut flags = Vec::with_capacity(t.len());
+        let mut low = Vec::with_capacity(t.len());
+        let mut cand = Candidates::default();
+        let mut previous = ' ';
+        for (i, &c) in t.iter().enumerate() {
+            if c.is_ascii() {
+                let f = if c.is_ascii_alphanumeric() { ALNUM } else { 0 }
+                    | if c.is_ascii_digit() { DIGIT } else { 0 }
+                    | if is_space(c) { SPACE } else { 0 };
+                flags.push(f);
+                low.push(c.to_ascii_lowercase());
+                match c {
+                    '@' => cand.at_signs.push(i),
+                    '/' | '\\' => cand.slashes.push(i),
+                    '.' => cand.dots.push(i),
+                    '`' => cand.backticks.push(i),
+                    ')' if previous == '(' => cand.calls.push(i - 1),
+                    '_' => cand.underscores.push(i),
+                    '$' | '0'..='9' => cand.number_starts.push(i),
+                    'h' | 'w' => cand.url_heads.push(i),
+                    'A'..='Z' => {
+                        cand.capitals.push(i);
+                        if previous.is_ascii_lowercase() {
+                            cand.camel_capitals.push(i);
+                        }
+                    }
+                    _ => {}
+                }
+            } else {
+                let f = (if is_alnum(c) { ALNUM } else { 0 })
                     | (if is_space(c) { SPACE } else { 0 })
-                    | (if is_decimal(c) { DIGIT } else { 0 })
-            })
-            .collect();
-        Self { t, flags }
+                    | (if is_decimal(c) { DIGIT } else { 0 });
+                flags.push(f);
+                low.extend(c.to_lowercase());
+                if f & DIGIT != 0 || CURRENCY.contains(&c) {
+                    cand.number_starts.push(i);
+                }
+            }
+            previous = c;
+        }
+        Self { t, flags, low, cand }
     }
 
     fn slice(&self, start: usize, end: usize) -> String {
@@ -611,11 +656,11 @@ impl Text {
     }
 
     fn emails(&self, out: &mut Vec<Hit>) {
-        let n = self.t.len();
         let email_left = |k: usize| self.word(k) || matches!(self.t[k], '.' | '+' | '-');
         let host = |k: usize| self.word(k) || self.t[k] == '-';
-        let mut at = (0..n).find(|&k| self.t[k] == '@');
-        while let Some(a) = at {
+        let mut next = 0;
+        while let Some(&a) = self.cand.at_signs.get(next) {
+            next += 1;
             let mut found_end = None;
             if let Some(left) = self.left_run(a, 64, email_left) {
                 let j = self.run(left, email_left);
@@ -642,27 +687,25 @@ impl Text {
                 }
             }
             let from = (a + 1).max(found_end.unwrap_or(0));
-            at = (from..n).find(|&k| self.t[k] == '@');
+            while self.cand.at_signs.get(next).is_some_and(|&k| k < from) {
+                next += 1;
+            }
         }
     }
 
     fn urls(&self, out: &mut Vec<Hit>) {
-        let n = self.t.len();
-        let mut i = 0;
-        while i < n {
-            let c = self.t[i];
-            let head = match c {
-                'h' => self.lit(i, "http://").or_else(|| self.lit(i, "https://")),
-                'w' => self.lit(i, "www."),
-                _ => None,
-            };
-            let Some(h) = head else {
-                i += 1;
+        let mut resume = 0;
+        for &i in &self.cand.url_heads {
+            if i < resume {
                 continue;
+            }
+            let head = match self.t[i] {
+                'h' => self.lit(i, "http://").or_else(|| self.lit(i, "https://")),
+                _ => self.lit(i, "www."),
             };
+            let Some(h) = head else { continue };
             let e = self.run(h, |k| !self.space(k) && !matches!(self.t[k], '<' | '>' | '(' | ')' | '"' | '\'' | '`'));
             if e == h {
-                i += 1;
                 continue;
             }
             let mut cut = e;
@@ -670,17 +713,16 @@ impl Text {
                 cut -= 1;
             }
             out.push((i, cut, Kind::Url));
-            i = e;
+            resume = e;
         }
     }
 
     fn paths(&self, out: &mut Vec<Hit>) {
-        let n = self.t.len();
         let mut seen_end: Option<usize> = None;
         let path_left = |k: usize| self.word(k) || matches!(self.t[k], '.' | '~' | ':' | '/' | '\\' | '-');
         let path_right = |k: usize| self.word(k) || matches!(self.t[k], '.' | '/' | '\\' | '-');
-        for slash in 0..n {
-            if !matches!(self.t[slash], '/' | '\\') || seen_end.is_some_and(|e| slash < e) {
+        for &slash in &self.cand.slashes {
+            if seen_end.is_some_and(|e| slash < e) {
                 continue;
             }
             let start = self.left_run(slash, 80, path_left).unwrap_or(slash);
@@ -701,16 +743,13 @@ impl Text {
             "go", "java", "cpp", "hpp", "sh", "sql", "log", "cfg", "ini", "xml", "ipynb", "pdf", "doc", "docx", "xls",
             "xlsx",
         ];
-        let mut i = 0;
-        while i < n {
-            if self.t[i] != '.' {
-                i += 1;
+        let mut resume = 0;
+        for &i in &self.cand.dots {
+            if i < resume {
                 continue;
             }
             let w = self.run(i + 1, |k| self.word(k));
-            let ext: String = self.t[i + 1..w].iter().collect();
-            if !EXTENSIONS.contains(&ext.as_str()) {
-                i += 1;
+            if w - i - 1 > 5 || !EXTENSIONS.iter().any(|x| self.lit_to(i + 1, x, w) == Some(w)) {
                 continue;
             }
             if !seen_end.is_some_and(|e| i < e) {
@@ -718,7 +757,7 @@ impl Text {
                     out.push((left, w, Kind::Path));
                 }
             }
-            i = w;
+            resume = w;
         }
     }
 
@@ -778,21 +817,22 @@ impl Text {
     }
 
     fn numbers(&self, out: &mut Vec<Hit>) {
-        let n = self.t.len();
         let tail = |k: usize| self.digit(k) || matches!(self.t[k], '.' | ',' | ':' | '/' | '%' | '-');
         let mut pos = 0;
-        let mut i = 0;
-        while i < n {
+        let mut resume = 0;
+        for &i in &self.cand.number_starts {
+            if i < resume {
+                continue;
+            }
             let m_end = if CURRENCY.contains(&self.t[i]) && self.digit(i + 1) {
                 self.run(i + 2, tail)
             } else if self.digit(i) {
                 self.run(i + 1, tail)
             } else {
-                i += 1;
                 continue;
             };
             let mut start = i;
-            i = m_end;
+            resume = m_end;
             if start < pos {
                 continue;
             }
@@ -1007,13 +1047,27 @@ impl Text {
             "December",
         ];
         // Lower-casing can lengthen the text ("İ"); positions found in it are used on the text as they are.
-        let low: Vec<char> = self.t.iter().flat_map(|c| c.to_lowercase()).collect();
+        let low = &self.low;
         let size = low.len();
         let low_at = |i: usize, w: &str| i + w.len() <= size && w.chars().zip(&low[i..]).all(|(a, &b)| a == b);
-        for (stem, words) in STEMS {
-            let first = stem.chars().next().unwrap_or(' ');
-            for at in 0..size {
-                if low[at] != first || !low_at(at, stem) {
+        let mut clock_from = 0;
+        for at in 0..size {
+            // The stems that can start here (one walk instead of one per stem; the order of the hits is irrelevant).
+            let stems: &[usize] = match low[at] {
+                'd' => &[0, 13],
+                't' => &[1],
+                'j' => &[2, 7, 8],
+                'f' => &[3],
+                'm' => &[4, 6],
+                'a' => &[5, 9],
+                's' => &[10],
+                'o' => &[11],
+                'n' => &[12],
+                _ => &[],
+            };
+            for &k in stems {
+                let (stem, words) = STEMS[k];
+                if !low_at(at, stem) {
                     continue;
                 }
                 for &word in words {
@@ -1030,21 +1084,20 @@ impl Text {
                     }
                 }
             }
-        }
-        let mut i = 0;
-        while i < size {
-            let e = if low[i] == 'n' && low_at(i, "noon") {
-                i + 4
-            } else if low[i] == 'm' && low_at(i, "midnight") {
-                i + 8
-            } else {
-                i += 1;
-                continue;
-            };
-            if (i == 0 || !is_alnum(low[i - 1])) && (e >= size || !is_alnum(low[e])) {
-                out.push((i, e, Kind::Time));
+            // noon and midnight, as `finditer` finds them (no overlap).
+            if at >= clock_from {
+                let e = if low[at] == 'n' && low_at(at, "noon") {
+                    at + 4
+                } else if low[at] == 'm' && low_at(at, "midnight") {
+                    at + 8
+                } else {
+                    continue;
+                };
+                if (at == 0 || !is_alnum(low[at - 1])) && (e >= size || !is_alnum(low[e])) {
+                    out.push((at, e, Kind::Time));
+                }
+                clock_from = e;
             }
-            i = e;
         }
     }
 
@@ -1191,27 +1244,19 @@ impl Text {
         let n = self.t.len();
         let word_left = |k: usize| self.t[k].is_ascii_alphanumeric() || self.t[k] == '_';
         // `[^`\n]{1,60}` between backticks.
-        let mut i = 0;
-        while i < n {
-            if self.t[i] != '`' {
-                i += 1;
+        let mut resume = 0;
+        for &i in &self.cand.backticks {
+            if i < resume {
                 continue;
             }
             let r = self.run_to(i + 1, n.min(i + 62), |k| self.t[k] != '`' && self.t[k] != '\n');
             if r > i + 1 && r - i - 1 <= 60 && self.is(r, '`') {
                 out.push((i, r + 1, Kind::Code));
-                i = r + 1;
-            } else {
-                i += 1;
+                resume = r + 1;
             }
         }
         // Calls: a dotted name right before "()".
-        let mut i = 0;
-        while i + 1 < n {
-            if self.t[i] != '(' || self.t[i + 1] != ')' {
-                i += 1;
-                continue;
-            }
+        for &i in &self.cand.calls {
             let lo = i.saturating_sub(60);
             let span = self.left_run(i, i - lo, |k| self.word(k) || self.t[k] == '.');
             if let Some(a) = span {
@@ -1219,13 +1264,9 @@ impl Text {
                     out.push((q, i + 2, Kind::Code));
                 }
             }
-            i += 2;
         }
         // snake_case words.
-        for u in 0..n {
-            if self.t[u] != '_' {
-                continue;
-            }
+        for &u in &self.cand.underscores {
             let Some(stem) = self.left_run(u, 40, word_left) else { continue };
             if let Some(e) = self.snake_word(stem) {
                 if self.free_left(stem) && self.free_right(e) && e > u + 1 {
@@ -1234,10 +1275,7 @@ impl Text {
             }
         }
         // camelCase words: a capital right after a lower-case ASCII letter.
-        for c in 1..n {
-            if !(self.t[c].is_ascii_uppercase() && self.t[c - 1].is_ascii_lowercase()) {
-                continue;
-            }
+        for &c in &self.cand.camel_capitals {
             let Some(stem) = self.left_run(c, 41, word_left) else { continue };
             if let Some(e) = self.camel_word(stem) {
                 if self.free_left(stem) && self.free_right(e) && !self.surname(stem, e) {
