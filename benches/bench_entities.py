@@ -191,10 +191,12 @@ def test_ctxfold_repository_add_turn(benchmark) -> None:
 
 
 def test_core_scanner_matches_the_python_scanner_on_shared_data() -> None:
-    """The core's atomic mentions equal the pure-Python scanner's on every message of ../shared/data."""
+    """The core's atomic mentions and date reference starts equal the pure-Python scanners' on every message of
+    ../shared/data."""
     from conftest import chat_messages
-    from ctxfold.text.entities import _scanner, atomic_mentions_python
-    from ctxfold.text.entities import Mention
+    from ctxfold._core import date_reference_starts
+    from ctxfold.text.entities import Mention, _scanner, atomic_mentions_python
+    from ctxfold.text.temporal import starts_python
 
     messages = chat_messages()
     scanner = _scanner()
@@ -202,4 +204,6 @@ def test_core_scanner_matches_the_python_scanner_on_shared_data() -> None:
         core = [Mention(*row) for row in scanner.scan(text)]
         python = atomic_mentions_python(text)
         assert core == python, f"message {i} differs: core {core[:3]} ... python {python[:3]} ...; text {text[:200]!r}"
+        lower = text.lower()
+        assert date_reference_starts(lower) == starts_python(lower), f"message {i}: date reference starts differ"
     print(f"\n[bench_entities] core scanner = Python scanner on {len(messages)} messages")

@@ -5,9 +5,10 @@ texts that test its edges; and it refuses bad word lists."""
 from __future__ import annotations
 
 import pytest
-from ctxfold._core import EntityScanner
+from ctxfold._core import EntityScanner, date_reference_starts
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 from ctxfold.text.entities import Mention, _scanner, atomic_mentions_python
+from ctxfold.text.temporal import starts_python
 
 from test_text_fixed_output import conversation
 
@@ -40,6 +41,11 @@ def test_core_scanner_matches_python_on_generated_chats() -> None:
     rows = _scanner().scan_many(texts)
     for text, found in zip(texts, rows):
         assert [Mention(*r) for r in found] == atomic_mentions_python(text), text[:120]
+
+
+@pytest.mark.parametrize("text", EDGES + ["in a couple of days; last night. x_yesterday\tthis\u2003week"])
+def test_date_reference_starts_match_python(text: str) -> None:
+    assert date_reference_starts(text.lower()) == starts_python(text.lower())
 
 
 def test_bad_word_lists_are_refused() -> None:

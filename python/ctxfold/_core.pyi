@@ -32,6 +32,7 @@ __all__ = [
     "select_options",
     "StaticTable",
     "EntityScanner",
+    "date_reference_starts",
 ]
 
 __version__: str
@@ -587,3 +588,9 @@ class EntityScanner:
         sentence's capitalised first word without a person cue."""
     def scan_many(self, texts: list[str] | tuple[str, ...]) -> list[list[tuple[str, str, int, int, str, bool]]]:
         """``scan`` of each text of a list (one list of rows per text)."""
+
+def date_reference_starts(text: str) -> list[int]:
+    """Every position of the lower-cased ``text`` where a relative date
+    reference can start, in order: where "last", "next" or "this" occurs,
+    and the starts of the word holding a head word (day, week, month, year,
+    night, tomorrow) and of the four words before it (``str`` indices)."""

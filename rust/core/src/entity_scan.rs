@@ -1393,6 +1393,54 @@ impl Text {
 
 const JOINERS_IN_ORDER: [&str; 6] = ["de", "van", "von", "da", "del", "of"];
 
+/// Every position of the lower-cased `text` where a relative date
+/// reference can start (what `ctxfold.text.temporal.resolve_dates` tries),
+/// in order: where "last", "next" or "this" occurs, and the starts of the
+/// word holding a head word (day, week, month, year, night, tomorrow) and of
+/// the four words before it. Positions are character indices.
+pub fn date_reference_starts(text: &str) -> Vec<usize> {
+    const HEADS: [&str; 6] = ["day", "week", "month", "year", "night", "tomorrow"];
+    const OPENERS: [&str; 3] = ["last", "next", "this"];
+    let t: Vec<char> = text.chars().collect();
+    let at = |i: usize, w: &str| i + w.len() <= t.len() && w.chars().zip(&t[i..]).all(|(a, &b)| a == b);
+    let word = |i: usize| t[i] == '_' || is_alnum(t[i]);
+    let mut starts = Vec::new();
+    for i in 0..t.len() {
+        if !matches!(t[i], 'd' | 'w' | 'm' | 'y' | 'n' | 't' | 'l') {
+            continue;
+        }
+        if OPENERS.iter().any(|w| at(i, w)) {
+            starts.push(i);
+        }
+        if HEADS.iter().any(|w| at(i, w)) {
+            // The word holding the head, then up to four words before it, each after white space.
+            let mut k = i;
+            while k > 0 && word(k - 1) {
+                k -= 1;
+            }
+            starts.push(k);
+            for _ in 0..4 {
+                let mut s = k;
+                while s > 0 && is_space(t[s - 1]) {
+                    s -= 1;
+                }
+                let mut w = s;
+                while w > 0 && word(w - 1) {
+                    w -= 1;
+                }
+                if s == k || w == s {
+                    break;
+                }
+                starts.push(w);
+                k = w;
+            }
+        }
+    }
+    starts.sort_unstable();
+    starts.dedup();
+    starts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1479,6 +1527,14 @@ mod tests {
         assert_eq!(normalise("Mrs Smith"), "smith");
         assert_eq!(normalise("Lisbon"), "lisbon");
         assert_eq!(normalise("“quoted”."), "“quoted”");
+    }
+
+    #[test]
+    fn date_references_start_at_openers_and_words_before_heads() {
+        let text = "we met, in a couple of days; last night. x_yesterday";
+        let starts = date_reference_starts(text);
+        // "in a couple of days": the head's word and four words before it; "last"; "night"; "x_yesterday".
+        assert_eq!(starts, [8, 11, 13, 20, 23, 29, 34, 41]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! ``(text, type, start, end, key, weak)`` out, built as tuples under the GIL
 //! after the scan ran without it.
 
-use ctxfold_core::entity_scan::{Atom, EntityScanner, Kind, Lexicon};
+use ctxfold_core::entity_scan::{date_reference_starts as core_date_reference_starts, Atom, EntityScanner, Kind, Lexicon};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList, PyString, PyTuple};
 
@@ -131,7 +131,18 @@ impl PyEntityScanner {
     }
 }
 
+/// Every position of the lower-cased ``text`` where a relative date
+/// reference can start, in order: where "last", "next" or "this" occurs,
+/// and the starts of the word holding a head word (day, week, month, year,
+/// night, tomorrow) and of the four words before it (``str`` indices).
+#[pyfunction]
+fn date_reference_starts(py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+    let text = one_text(text, "text")?;
+    Ok(py.detach(|| core_date_reference_starts(&text)))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEntityScanner>()?;
+    m.add_function(wrap_pyfunction!(date_reference_starts, m)?)?;
     Ok(())
 }
