@@ -5,9 +5,9 @@ texts that test its edges; and it refuses bad word lists."""
 from __future__ import annotations
 
 import pytest
-from ctxfold._core import EntityScanner, date_reference_starts
+from ctxfold._core import EntityScanner, date_reference_starts, literal_starts
 from ctxfold.errors import InvalidInputError, InvalidTypeError
-from ctxfold.text.entities import Mention, _scanner, atomic_mentions_python
+from ctxfold.text.entities import _CLAUSE_LITERALS, Mention, _scanner, atomic_mentions_python, find_all_python
 from ctxfold.text.temporal import starts_python
 
 from test_text_fixed_output import conversation
@@ -46,6 +46,12 @@ def test_core_scanner_matches_python_on_generated_chats() -> None:
 @pytest.mark.parametrize("text", EDGES + ["in a couple of days; last night. x_yesterday\tthis\u2003week"])
 def test_date_reference_starts_match_python(text: str) -> None:
     assert date_reference_starts(text.lower()) == starts_python(text.lower())
+
+
+@pytest.mark.parametrize("text", EDGES + ["I'm sure i will, by then; my goal is our goal. let's go, hi i'd"])
+def test_clause_starts_match_python(text: str) -> None:
+    low = text.lower()
+    assert literal_starts(low, _CLAUSE_LITERALS) == [find_all_python(low, group) for group in _CLAUSE_LITERALS]
 
 
 def test_bad_word_lists_are_refused() -> None:

@@ -33,6 +33,7 @@ __all__ = [
     "StaticTable",
     "EntityScanner",
     "date_reference_starts",
+    "literal_starts",
 ]
 
 __version__: str
@@ -594,3 +595,7 @@ def date_reference_starts(text: str) -> list[int]:
     reference can start, in order: where "last", "next" or "this" occurs,
     and the starts of the word holding a head word (day, week, month, year,
     night, tomorrow) and of the four words before it (``str`` indices)."""
+def literal_starts(text: str, groups: Sequence[Sequence[tuple[str, int]]]) -> list[list[int]]:
+    """For each group of ``(literal, back)`` pairs, every position ``back``
+    characters before an occurrence of one of its literals in ``text`` (where
+    that is not before the start), in order, once each (``str`` indices)."""

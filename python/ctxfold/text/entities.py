@@ -30,7 +30,7 @@ from typing import Any
 
 import msgspec
 
-from ctxfold._core import EntityScanner
+from ctxfold._core import EntityScanner, literal_starts
 from ctxfold.text.entity_patterns import NAME, WHEN, claim
 from ctxfold.errors import InvalidTypeError
 
@@ -172,6 +172,8 @@ _CLAUSE_STARTS: tuple[tuple[bool, tuple[tuple[str, int], ...]], ...] = (
     (False, (("by", 0), ("before", 0), ("until", 0), ("till", 0), ("no later", 0), ("due", 0), ("deadline", 0))),
     (False, (("my", 0), ("our", 0))),
 )
+# Each clause's start literals, with the pronoun's when it can start after it: one core call finds them all.
+_CLAUSE_LITERALS = [[*literals, *(_PRONOUN_I if after_i else ())] for after_i, literals in _CLAUSE_STARTS]
 _ORG_WORDS = frozenset(
     """inc inc. ltd ltd. llc corp corp. corporation company co. university college institute foundation bank group
     lab labs technologies systems association agency department ministry school hospital club society gmbh ag plc
@@ -281,13 +283,10 @@ def clause_mentions(text: str) -> tuple[Mention, ...]:
     low = text.lower()
     # Case-free clauses run on the lower-cased text (faster than IGNORECASE) when lowering kept every offset.
     same_offsets = len(low) == len(text)
-    pronoun: list[int] | None = None
-    for (kind, needles, pattern), (after_i, literals) in zip(_CLAUSES, _CLAUSE_STARTS):
+    all_starts = literal_starts(low, _CLAUSE_LITERALS) if same_offsets else []
+    for index, (kind, needles, pattern) in enumerate(_CLAUSES):
         if same_offsets:
-            starts = _find_all(low, literals)
-            if after_i:
-                pronoun = _find_all(low, _PRONOUN_I) if pronoun is None else pronoun
-                starts = sorted(set(starts).union(pronoun)) if starts else pronoun
+            starts = all_starts[index]
             lowered = _LOWERED.get(pattern)
             matches: Iterable[re.Match[str]] = list(_matches_at(lowered or pattern, low if lowered else text, starts))
             # The needles gate the pattern (tested only when it matched: the result is the same).
@@ -313,8 +312,9 @@ def clause_mentions(text: str) -> tuple[Mention, ...]:
     return tuple(found)
 
 
-def _find_all(text: str, literals: tuple[tuple[str, int], ...]) -> list[int]:
-    """Every position `back` characters before an occurrence of a `literal` in `text`, in order, once each."""
+def find_all_python(text: str, literals: Sequence[tuple[str, int]]) -> list[int]:
+    """Every position `back` characters before an occurrence of a `literal` in `text`, in order, once each: the
+    pure-Python reference of the core's `literal_starts`, which `clause_mentions` runs."""
     found = set()
     for literal, back in literals:
         at = text.find(literal)

@@ -1441,6 +1441,37 @@ pub fn date_reference_starts(text: &str) -> Vec<usize> {
     starts
 }
 
+/// For each group of `(literal, back)` pairs, every position `back`
+/// characters before an occurrence of one of its literals in `text` (where
+/// that is not before the start), in order, once each: where a clause
+/// pattern can start. Positions are character indices.
+pub fn literal_starts(text: &str, groups: &[Vec<(String, usize)>]) -> Vec<Vec<usize>> {
+    let t: Vec<char> = text.chars().collect();
+    let literals: Vec<(usize, Vec<char>, usize)> = groups
+        .iter()
+        .enumerate()
+        .flat_map(|(g, pairs)| pairs.iter().map(move |(lit, back)| (g, lit.chars().collect::<Vec<_>>(), *back)))
+        .filter(|(_, lit, _)| !lit.is_empty())
+        .collect();
+    let firsts: FxHashSet<char> = literals.iter().map(|(_, lit, _)| lit[0]).collect();
+    let mut out = vec![Vec::new(); groups.len()];
+    for (i, c) in t.iter().enumerate() {
+        if !firsts.contains(c) {
+            continue;
+        }
+        for (g, lit, back) in &literals {
+            if lit[0] == *c && i >= *back && t[i..].starts_with(lit) {
+                out[*g].push(i - back);
+            }
+        }
+    }
+    for starts in &mut out {
+        starts.sort_unstable();
+        starts.dedup();
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1535,6 +1566,12 @@ mod tests {
         let starts = date_reference_starts(text);
         // "in a couple of days": the head's word and four words before it; "last"; "night"; "x_yesterday".
         assert_eq!(starts, [8, 11, 13, 20, 23, 29, 34, 41]);
+    }
+
+    #[test]
+    fn literal_starts_finds_every_occurrence_once() {
+        let groups = vec![vec![("i ".to_string(), 0), ("goal".to_string(), 3)], vec![("aa".to_string(), 0)]];
+        assert_eq!(literal_starts("hi my goal: i aaa", &groups), [vec![1, 3, 12], vec![14, 15]]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! ``(text, type, start, end, key, weak)`` out, built as tuples under the GIL
 //! after the scan ran without it.
 
-use ctxfold_core::entity_scan::{date_reference_starts as core_date_reference_starts, Atom, EntityScanner, Kind, Lexicon};
+use ctxfold_core::entity_scan::{date_reference_starts as core_date_reference_starts, literal_starts as core_literal_starts, Atom, EntityScanner, Kind, Lexicon};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList, PyString, PyTuple};
 
@@ -141,8 +141,20 @@ fn date_reference_starts(py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Ve
     Ok(py.detach(|| core_date_reference_starts(&text)))
 }
 
+/// For each group of ``(literal, back)`` pairs, every position ``back``
+/// characters before an occurrence of one of its literals in ``text`` (where
+/// that is not before the start), in order, once each (``str`` indices).
+#[pyfunction]
+fn literal_starts(py: Python<'_>, text: &Bound<'_, PyAny>, groups: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<usize>>> {
+    let text = one_text(text, "text")?;
+    let groups: Vec<Vec<(String, usize)>> =
+        groups.extract().map_err(|_| wrong_type("groups", "a list of lists of (str, int >= 0) pairs", groups))?;
+    Ok(py.detach(|| core_literal_starts(&text, &groups)))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEntityScanner>()?;
     m.add_function(wrap_pyfunction!(date_reference_starts, m)?)?;
+    m.add_function(wrap_pyfunction!(literal_starts, m)?)?;
     Ok(())
 }
