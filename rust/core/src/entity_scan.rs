@@ -752,7 +752,7 @@ impl Text {
             if w - i - 1 > 5 || !EXTENSIONS.iter().any(|x| self.lit_to(i + 1, x, w) == Some(w)) {
                 continue;
             }
-            if !seen_end.is_some_and(|e| i < e) {
+            if seen_end.is_none_or(|e| i >= e) {
                 if let Some(left) = self.left_run(i, 60, |k| self.word(k) || self.t[k] == '-') {
                     out.push((left, w, Kind::Path));
                 }
