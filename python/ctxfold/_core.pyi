@@ -1,6 +1,6 @@
 """Stubs of the compiled module `ctxfold._core` (private: import from `ctxfold`)."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from os import PathLike
 from typing import Literal, TypedDict, final, overload
 
@@ -31,6 +31,9 @@ __all__ = [
     "plan_layers",
     "select_options",
     "StaticTable",
+    "EntityScanner",
+    "date_reference_starts",
+    "literal_starts",
 ]
 
 __version__: str
@@ -548,3 +551,51 @@ class StaticTable:
         """The token ids a text is averaged over."""
     def count_tokens(self, texts: str | list[str] | tuple[str, ...], /) -> npt.NDArray[np.int64]:
         """Token counts of the texts (a str counts as a list of one)."""
+
+# entities
+
+@final
+class EntityScanner:
+    """The atomic entity mentions of texts (emails, URLs, paths, versions,
+    money, percentages, dates, times, code, and runs of capitalised words as
+    people, organisations, places or other names), as
+    ``ctxfold.text.entities.extract_mentions`` reads them.
+
+    Built once from the package's word lists, all lower-cased: ``places``
+    (the gazetteer; names may hold spaces), ``stop_words``, ``not_names``
+    (capitalised chat words that name nothing), ``titles``, ``openers``
+    (sentence openers before a name), ``org_words`` (words ending an
+    organisation's name) and ``person_cues`` (words right before a person's
+    name). Positions are ``str`` indices. A word list that is not a
+    collection of non-empty ``str`` (single words, except places) raises
+    ``InvalidTypeError`` or ``InvalidInputError``.
+    """
+
+    def __new__(
+        cls,
+        *,
+        places: Iterable[str],
+        stop_words: Iterable[str],
+        not_names: Iterable[str],
+        titles: Iterable[str],
+        openers: Iterable[str],
+        org_words: Iterable[str],
+        person_cues: Iterable[str],
+    ) -> EntityScanner: ...
+    def scan(self, text: str) -> list[tuple[str, str, int, int, str, bool]]:
+        """The atomic mentions of ``text`` as ``(text, type, start, end, key,
+        weak)`` rows: first the non-overlapping matches of every kind but names
+        in order of their start, then the names in order. ``weak`` marks a
+        sentence's capitalised first word without a person cue."""
+    def scan_many(self, texts: list[str] | tuple[str, ...]) -> list[list[tuple[str, str, int, int, str, bool]]]:
+        """``scan`` of each text of a list (one list of rows per text)."""
+
+def date_reference_starts(text: str) -> list[int]:
+    """Every position of the lower-cased ``text`` where a relative date
+    reference can start, in order: where "last", "next" or "this" occurs,
+    and the starts of the word holding a head word (day, week, month, year,
+    night, tomorrow) and of the four words before it (``str`` indices)."""
+def literal_starts(text: str, groups: Sequence[Sequence[tuple[str, int]]]) -> list[list[int]]:
+    """For each group of ``(literal, back)`` pairs, every position ``back``
+    characters before an occurrence of one of its literals in ``text`` (where
+    that is not before the start), in order, once each (``str`` indices)."""

@@ -12,7 +12,10 @@
 - `entity_recall`: the share of a text's entities another text still holds.
 
 Regular expressions and one small gazetteer, no model, so that a long
-history reads quickly. All three share one stop list.
+history reads quickly: the atomic mentions (everything but clauses) come
+from the core's `EntityScanner`, which gives what the pure-Python scanner
+(`atomic_mentions_python`, over `entity_patterns`) gives. All three share
+one stop list.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ import functools
 import operator
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import starmap
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from ctxfold._core import EntityScanner, literal_starts
 from ctxfold.text.entity_patterns import NAME, WHEN, claim
 from ctxfold.errors import InvalidTypeError
 
@@ -167,6 +172,8 @@ _CLAUSE_STARTS: tuple[tuple[bool, tuple[tuple[str, int], ...]], ...] = (
     (False, (("by", 0), ("before", 0), ("until", 0), ("till", 0), ("no later", 0), ("due", 0), ("deadline", 0))),
     (False, (("my", 0), ("our", 0))),
 )
+# Each clause's start literals, with the pronoun's when it can start after it: one core call finds them all.
+_CLAUSE_LITERALS = [[*literals, *(_PRONOUN_I if after_i else ())] for after_i, literals in _CLAUSE_STARTS]
 _ORG_WORDS = frozenset(
     """inc inc. ltd ltd. llc corp corp. corporation company co. university college institute foundation bank group
     lab labs technologies systems association agency department ministry school hospital club society gmbh ag plc
@@ -218,9 +225,30 @@ def extract_mentions(text: str) -> tuple[Mention, ...]:
     goals, commitments, temporal constraints, identity statements, personal
     things) may contain atomic ones."""
     clauses = clause_mentions(text)
+    found = list(clauses)
+    found.extend(starmap(Mention, _scanner().scan(text)))
+    # Sorting by (start, -end): a C-level key first, and the full key only when two mentions share a start
+    # (only clause mentions can; the sort is stable, so those keep coming first).
+    found.sort(key=_START)
+    if clauses and len(found) != len({m.start for m in found}):
+        found.sort(key=lambda x: (x.start, -x.end))
+    return tuple(found)
+
+
+@functools.cache
+def _scanner() -> EntityScanner:
+    """The core's scanner of atomic mentions, built once from this module's word lists."""
+    return EntityScanner(places=places(), stop_words=STOP_WORDS, not_names=_NOT_NAMES, titles=_TITLES,
+                         openers=_OPENERS, org_words=_ORG_WORDS, person_cues=_PERSON_WORDS_BEFORE)
+
+
+def atomic_mentions_python(text: str) -> list[Mention]:
+    """The atomic mentions of ``text`` found by the pure-Python scanner (what
+    the core's `EntityScanner` must give, mention for mention): the reference
+    the equivalence checks compare against."""
     place_set = places()
     hits, claimed = claim(text)
-    found = list(clauses)
+    found = []
     for start, end, kind in hits:
         value = text[start:end]
         key = normalise(value.strip("`").removesuffix("()")) if kind == CODE else (
@@ -241,12 +269,7 @@ def extract_mentions(text: str) -> tuple[Mention, ...]:
         if _not_a_name(run) if "'" in low or "’" in low else low in _NAME_STOPS:
             continue
         found.append(_single_name(text, run, start, place_set, low))
-    # Sorting by (start, -end): a C-level key first, and the full key only when two mentions share a start
-    # (only clause mentions can; the sort is stable, so those keep coming first).
-    found.sort(key=_START)
-    if clauses and len(found) != len({m.start for m in found}):
-        found.sort(key=lambda x: (x.start, -x.end))
-    return tuple(found)
+    return found
 
 
 @functools.lru_cache(maxsize=65536)
@@ -260,13 +283,10 @@ def clause_mentions(text: str) -> tuple[Mention, ...]:
     low = text.lower()
     # Case-free clauses run on the lower-cased text (faster than IGNORECASE) when lowering kept every offset.
     same_offsets = len(low) == len(text)
-    pronoun: list[int] | None = None
-    for (kind, needles, pattern), (after_i, literals) in zip(_CLAUSES, _CLAUSE_STARTS):
+    all_starts = literal_starts(low, _CLAUSE_LITERALS) if same_offsets else []
+    for index, (kind, needles, pattern) in enumerate(_CLAUSES):
         if same_offsets:
-            starts = _find_all(low, literals)
-            if after_i:
-                pronoun = _find_all(low, _PRONOUN_I) if pronoun is None else pronoun
-                starts = sorted(set(starts).union(pronoun)) if starts else pronoun
+            starts = all_starts[index]
             lowered = _LOWERED.get(pattern)
             matches: Iterable[re.Match[str]] = list(_matches_at(lowered or pattern, low if lowered else text, starts))
             # The needles gate the pattern (tested only when it matched: the result is the same).
@@ -292,8 +312,9 @@ def clause_mentions(text: str) -> tuple[Mention, ...]:
     return tuple(found)
 
 
-def _find_all(text: str, literals: tuple[tuple[str, int], ...]) -> list[int]:
-    """Every position `back` characters before an occurrence of a `literal` in `text`, in order, once each."""
+def find_all_python(text: str, literals: Sequence[tuple[str, int]]) -> list[int]:
+    """Every position `back` characters before an occurrence of a `literal` in `text`, in order, once each: the
+    pure-Python reference of the core's `literal_starts`, which `clause_mentions` runs."""
     found = set()
     for literal, back in literals:
         at = text.find(literal)

@@ -1,4 +1,6 @@
-"""The typed entity scanner behind `ctxfold.text.entities.extract_mentions`.
+"""The pure-Python typed entity scanner: the reference that
+`ctxfold._core.EntityScanner` (what `ctxfold.text.entities.extract_mentions`
+runs) must match mention for mention.
 
 Each kind is one pass that starts on a literal or a narrow character class
 (a leading ``\\b`` or a wide class makes Python's regex engine try every
@@ -6,7 +8,8 @@ position), or on substring searches for its words, guarded by a substring
 test so that texts without, say, an ``@`` skip the email pass; word
 boundaries are checked on the few hits instead. `claim` runs them all and
 keeps the hits no earlier one overlaps; runs of capitalised words (`NAME`)
-come last, read by `extract_mentions` against the claimed characters.
+come last, read by `entities.atomic_mentions_python` against the claimed
+characters.
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ctxfold._core import date_reference_starts
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 
 __all__ = [
@@ -91,7 +92,7 @@ _END = r"(?:'s|s'|')?(?!\w)"
 # the weekdays contain one): substring search finds them far faster than a
 # regular expression scan of the whole text.
 _HEADS = ("day", "week", "month", "year", "night", "tomorrow", "morning", "evening", "afternoon", *_MONTHS)
-# What `_starts` looks for: every reference but those opened by last / next / this holds one of these words
+# What `starts_python` looks for: every reference but those opened by last / next / this holds one of these words
 # (the weekdays, today, yesterday, tonight and fortnight contain one) and those three open the rest.
 _START_HEADS = ("day", "week", "month", "year", "night", "tomorrow")
 _OPENERS = ("last", "next", "this")
@@ -206,13 +207,14 @@ def resolve_dates(text: str, anchor: Any) -> list[DateReference]:
         if not any(head in lower for head in _HEADS):
             return []
         return _resolve_all(text, day, _PATTERN_ANY_CASE, text, None)
-    return _resolve_all(text, day, _PATTERN, lower, _starts(lower))
+    return _resolve_all(text, day, _PATTERN, lower, date_reference_starts(lower))
 
 
-def _starts(lower: str) -> list[int]:
+def starts_python(lower: str) -> list[int]:
     """Every position where a reference can start, in order: the starts of
     the word holding each head and of the four words before it, and where
-    last, next or this occurs."""
+    last, next or this occurs. The pure-Python reference of the core's
+    `date_reference_starts`, which `resolve_dates` runs."""
     heads = []
     for head in _START_HEADS:
         at = lower.find(head)

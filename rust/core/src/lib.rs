@@ -7,6 +7,7 @@
 pub mod budget;
 pub mod cluster;
 pub mod decay;
+pub mod entity_scan;
 pub mod error;
 pub mod knapsack;
 pub mod linalg;

@@ -6,6 +6,7 @@ mod arrays;
 mod budget;
 mod cluster;
 mod decay;
+mod entity_scan;
 mod errors;
 mod knapsack;
 mod renamed;
@@ -25,6 +26,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cluster::register(m)?;
     segment::register(m)?;
     decay::register(m)?;
+    entity_scan::register(m)?;
     budget::register(m)?;
     knapsack::register(m)?;
     static_embed::register(m)?;
