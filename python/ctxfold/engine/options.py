@@ -63,7 +63,7 @@ PLACEHOLDER_SHARE = SUMMARY_SHARE
 # A message's date note (``[dates: yesterday = ...]``) is worth this share of
 # the message: it says when once the neighbours that did are gone, but must
 # not cost the evidence it annotates; more when the question asks when
-# (docs/benchmarks.md, "Date notes as a form of their own").
+# (docs/benchmarks.md, "... date notes as forms of their own").
 NOTE_SHARE, TIME_NOTE_SHARE = 0.05, 0.25
 # A head + tail cut of a long tool output keeps what such output is read for
 # (the command's start, its result at the end): nearly all of its value, so it
