@@ -89,8 +89,8 @@ def test_optimize_cold(benchmark) -> None:
     _check(benchmark.pedantic(run, rounds=3, iterations=1, warmup_rounds=1))
 
 
-def _warm_engine() -> ContextEngine:
-    engine = ContextEngine(model="gpt-4o")
+def _warm_engine(config: EngineConfig | None = None) -> ContextEngine:
+    engine = ContextEngine(model="gpt-4o", config=config)
     engine.optimize(MESSAGES_IN, query=QUERY, budget=BUDGET)
     return engine
 
@@ -124,15 +124,9 @@ def test_rerank_cold_default(benchmark) -> None:
     test_optimize_cold(benchmark)
 
 
-def _warm_rerank_engine() -> ContextEngine:
-    engine = ContextEngine(model="gpt-4o", config=RERANK)
-    engine.optimize(MESSAGES_IN, query=QUERY, budget=BUDGET)
-    return engine
-
-
 @pytest.mark.benchmark(group="rerank-warm")
 def test_rerank_warm(benchmark) -> None:
-    engine = _warm_rerank_engine()
+    engine = _warm_engine(RERANK)
     _check(benchmark.pedantic(lambda: engine.optimize(MESSAGES_IN, query=QUERY, budget=BUDGET), rounds=10, iterations=1))
 
 
@@ -143,7 +137,7 @@ def test_rerank_warm_default(benchmark) -> None:
 
 @pytest.mark.benchmark(group="rerank-incremental")
 def test_rerank_incremental(benchmark) -> None:
-    engine = _warm_rerank_engine()
+    engine = _warm_engine(RERANK)
     grown = [*MESSAGES_IN, NEW_TURN]
     _check(benchmark.pedantic(lambda: engine.optimize(grown, query=QUERY, budget=BUDGET), rounds=10, iterations=1))
 
