@@ -4,7 +4,7 @@ dialogues) and TIAGE (500 dialogues), with the gold number of segments.
 
 Reported per data set: Pk and WindowDiff (lower is better; k = half the mean
 gold segment length, at least 2, as the external check computes it), mean
-over documents, for three methods on the same similarity matrix:
+over documents, for these methods (all but ``dialogue`` read only the similarity matrix):
 
 - ``segment``: ``ctxfold.segment(S, n_segments=K)``, the exact DP over the
   z-scored evidence objective (see its docstring);
