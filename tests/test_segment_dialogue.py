@@ -135,3 +135,15 @@ def test_bad_input_is_named(args, kwargs, error, fragment) -> None:
             fn(*args, **kwargs)
         assert fragment in str(info.value)
         assert isinstance(info.value, CtxFoldError)
+
+
+def test_the_block_comparison_is_the_cosine_of_the_summed_neighbours() -> None:
+    from ctxfold.text.dialogue import _alike_across
+
+    v = vectors(7, seed=9) * np.arange(1, 8)[:, None]  # lengths differ: each turn counts as a unit vector
+    unit = v / np.linalg.norm(v, axis=1, keepdims=True)
+    want = []
+    for g in range(1, 7):
+        left, right = unit[max(0, g - 2) : g].sum(0), unit[g : g + 2].sum(0)
+        want.append(left @ right / np.linalg.norm(left) / np.linalg.norm(right))
+    np.testing.assert_allclose(_alike_across(v), want, rtol=1e-5)

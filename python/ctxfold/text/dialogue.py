@@ -21,6 +21,7 @@ dialogue's length and number of topics. Figures: docs/benchmarks.md
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -87,6 +88,39 @@ def _check(texts: Sequence[str], vectors: npt.ArrayLike, n_segments: int) -> npt
     return v
 
 
+@functools.lru_cache(maxsize=65536)
+def _cues(text: str) -> tuple[float, float]:
+    """(cost of a topic starting right after this turn, cost of one starting at it), from its cue words."""
+    head, tail = text[:_EDGE_CHARS].lower(), text[-_EDGE_CHARS:].lower()
+    after = -_AFTER_CLOSING if _CLOSING.search(tail) else _AFTER_QUESTION if "?" in tail else 0.0
+    at = 0.0
+    if _OPENER.search(head):
+        at -= _OPENS_WITH_QUESTION
+    if _CLOSING.search(head):
+        at += _CLOSING_TURN
+    if _REPLY_START.search(head):
+        at += _REPLY
+    return after, at
+
+
+def _alike_across(v: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """At each gap 1..n-1, the cosine between the summed unit vectors of the
+    `_BLOCK` turns before and the `_BLOCK` after (TextTiling's block comparison)."""
+    n = len(v)
+    unit = (v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+    pad = np.zeros((n + 2 * _BLOCK, v.shape[1]), dtype=np.float32)
+    pad[_BLOCK : _BLOCK + n] = unit
+    left = np.zeros((n - 1, v.shape[1]), dtype=np.float32)
+    right = np.zeros_like(left)
+    for j in range(_BLOCK):
+        left += pad[_BLOCK - j : _BLOCK + n - 1 - j]
+        right += pad[_BLOCK + 1 + j : _BLOCK + n + j]
+    dot = np.einsum("ij,ij->i", left, right).astype(np.float64)
+    norms = (np.linalg.norm(left, axis=1) * np.linalg.norm(right, axis=1)).astype(np.float64)
+    alike: npt.NDArray[np.float64] = dot / np.maximum(norms, 1e-12)
+    return alike
+
+
 def dialogue_boundary_costs(
     texts: Sequence[str],
     vectors: npt.ArrayLike,
@@ -108,34 +142,14 @@ def dialogue_boundary_costs(
     words = [set(t) for t in terms] if terms is not None else [set(content_terms(t)) for t in texts]
     if len(words) != n:
         raise InvalidInputError(f"terms: expected one list of words per turn ({n}), got {len(words)}")
-    heads = [t[:_EDGE_CHARS].lower() for t in texts]
-    tails = [t[-_EDGE_CHARS:].lower() for t in texts]
+    cues = np.array([_cues(t) for t in texts])
+    costs[1:] = cues[:-1, 0] + cues[1:, 1]
     for t in range(1, n):
-        closing_before = _CLOSING.search(tails[t - 1]) is not None
-        if closing_before:
-            costs[t] -= _AFTER_CLOSING
-        elif "?" in tails[t - 1]:
-            costs[t] += _AFTER_QUESTION
-        if _OPENER.search(heads[t]):
-            costs[t] -= _OPENS_WITH_QUESTION
-        if _CLOSING.search(heads[t]):
-            costs[t] += _CLOSING_TURN
-        if _REPLY_START.search(heads[t]):
-            costs[t] += _REPLY
-        before = words[t - 1] | (words[t - 2] if t >= 2 else set())
-        new = len(words[t] - before) / len(words[t]) if words[t] else 0.5
-        costs[t] -= _NOVELTY * (new - 0.5)
-    # Block comparison across each gap (TextTiling's, on the vectors).
-    unit = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
-    csum = np.vstack([np.zeros((1, v.shape[1])), np.cumsum(unit, axis=0)])
-    gaps = np.arange(1, n)
-    left = csum[gaps] - csum[np.maximum(gaps - _BLOCK, 0)]
-    right = csum[np.minimum(gaps + _BLOCK, n)] - csum[gaps]
-    alike = np.einsum("ij,ij->i", left, right) / np.maximum(
-        np.linalg.norm(left, axis=1) * np.linalg.norm(right, axis=1), 1e-12
-    )
+        if words[t]:
+            before = words[t - 1] | words[t - 2] if t >= 2 else words[t - 1]
+            costs[t] -= _NOVELTY * (len(words[t] - before) / len(words[t]) - 0.5)
     if n > 2:
-        costs[1:] += _ALIKE_ACROSS * _z(alike)
+        costs[1:] += _ALIKE_ACROSS * _z(_alike_across(v))
     # A segment of the mean length L with unit evidence per pair scores about L**(2 - exponent).
     costs[1:] *= (n / n_segments) ** (2 - _LENGTH_EXPONENT)
     return costs
