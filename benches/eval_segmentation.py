@@ -4,13 +4,18 @@ dialogues) and TIAGE (500 dialogues), with the gold number of segments.
 
 Reported per data set: Pk and WindowDiff (lower is better; k = half the mean
 gold segment length, at least 2, as the external check computes it), mean
-over documents, for three methods on the same similarity matrix:
+over documents, for these methods (all but ``dialogue`` read only the similarity matrix):
 
 - ``segment``: ``ctxfold.segment(S, n_segments=K)``, the exact DP over the
   z-scored evidence objective (see its docstring);
 - ``spectral``: the seed spec's method, ``spectral_clustering(clip(S, 0), K)``
   labels, then a boundary wherever consecutive labels differ (so it may
   produce more than K - 1 boundaries);
+- ``dialogue``: ``ctxfold.segment_dialogue(utterances, vectors, K)``, the
+  same DP with the dialogue prior (``ctxfold.dialogue_boundary_costs``: no
+  topic change right after a question, one likelier after a closing turn,
+  at a question opener or new words, less where the blocks either side of
+  the gap are alike); what the conversation arc uses;
 - ``texttiling``: TextTiling-style depth scoring (Hearst 1997) on block
   comparison: the cosine between the summed vectors of the w blocks before and
   after each gap (computed from S), depth = rise to the nearest peak on each
@@ -34,7 +39,7 @@ one kind; S = ``ctxfold.cosine_similarity`` of the vectors):
   ``tfidf+minilm``.
 
     python benches/eval_segmentation.py [--vectors minilm|static|tfidf|tfidf-corpus|a+b|all,...]
-        [--methods segment,spectral,texttiling] [--sets choi,dialseg711,tiage]
+        [--methods segment,dialogue,spectral,texttiling] [--sets choi,dialseg711,tiage]
         [--part all|first|second] [--limit N] [--cache DIR] [--transform none|window1|window2|answer|speaker|qsplit|answer+qsplit]
 
 ``--transform`` (embedding kinds only) applies a dialogue variant to each
@@ -161,6 +166,8 @@ METHODS: dict[str, Callable[[Matrix, int, int], list[int]]] = {
     "spectral": by_spectral,
     "texttiling": by_texttiling,
 }
+#: Methods that read the utterances and their vectors, not only the similarity.
+TEXT_METHODS = ("dialogue",)
 
 
 EMBEDDINGS = ("static", "minilm")
@@ -243,6 +250,25 @@ TRANSFORMS: dict[str, Callable[[list[str], Matrix], Matrix]] = {
 }
 
 
+def document_vectors(kind: str, name: str, documents: list[Document], cache: Path | None) -> list[Matrix]:
+    """Each document's sentence vectors (an embedding kind, or TF-IDF fitted per document or on the set)."""
+    if kind in EMBEDDINGS:
+        flat = embed_set(kind, name, [x for sents, _ in documents for x in sents], cache)
+        return np.split(flat, np.cumsum([len(sents) for sents, _ in documents])[:-1])
+    vectorizer = None
+    if kind == "tfidf-corpus":
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        vectorizer = TfidfVectorizer(sublinear_tf=True).fit([x for sents, _ in documents for x in sents])
+    return [tfidf_vectors(sents, vectorizer) for sents, _ in documents]
+
+
+def by_dialogue(sentences: list[str], vectors: Matrix, k: int) -> list[int]:
+    import ctxfold
+
+    return ctxfold.segment_dialogue(sentences, vectors, k).tolist()
+
+
 def similarities(
     kind: str, name: str, documents: list[Document], cache: Path | None, transform: str = "none"
 ) -> list[Matrix]:
@@ -279,17 +305,21 @@ def evaluate(
     embedding cache see every document), then the part is taken."""
     documents = list(SETS[name]())
     matrices = similarities(kind, name, documents, cache, transform)
+    vectors: list[Matrix | None] = [None] * len(documents)
+    if any(m in TEXT_METHODS for m in methods):
+        vectors = list(document_vectors(kind, name, documents, cache))
     half = len(documents) // 2
     pick = {"all": slice(None), "first": slice(0, half), "second": slice(half, None)}[part]
-    pairs = list(zip(documents[pick], matrices[pick]))[:limit]
+    pairs = list(zip(documents[pick], matrices[pick], vectors[pick]))[:limit]
     scores: dict[str, list[tuple[float, float]]] = {m: [] for m in methods}
     seconds = dict.fromkeys(methods, 0.0)
-    for (sentences, lengths), s in pairs:
+    for (sentences, lengths), s, v in pairs:
         n, k, w = len(sentences), len(lengths), window(lengths)
         ref = np.cumsum(lengths)[:-1].tolist()
         for method in methods:
             start = time.perf_counter()
-            hyp = [b for b in METHODS[method](s, k, w) if 0 < b < n]
+            found = by_dialogue(sentences, v, k) if method in TEXT_METHODS else METHODS[method](s, k, w)
+            hyp = [b for b in found if 0 < b < n]
             seconds[method] += time.perf_counter() - start
             scores[method].append((pk(ref, hyp, n, w), window_diff(ref, hyp, n, w)))
     return {m: (*np.mean(v, axis=0), seconds[m]) for m, v in scores.items()}
@@ -304,7 +334,7 @@ def main() -> int:
         help=f"comma-separated kinds: {', '.join(BASE)}, or two joined by '+' (averaged similarities); "
         f"'all' = {','.join(ALL)}; default {DEFAULT_VECTORS}",
     )
-    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated: " + ", ".join(METHODS))
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated: " + ", ".join([*METHODS, *TEXT_METHODS]))
     parser.add_argument("--part", choices=["all", "first", "second"], default="all", help="half of each data set")
     parser.add_argument("--limit", type=int, default=None, help="first N documents (of the part) of each set")
     parser.add_argument("--cache", type=Path, default=None, help="directory caching the embeddings (.npy)")
@@ -319,8 +349,10 @@ def main() -> int:
         if any(k not in BASE for k in kind.split("+")):
             parser.error(f"--vectors: unknown kind {kind!r}; choose from {', '.join(BASE)} or a+b")
     methods = args.methods.split(",")
-    if any(m not in METHODS for m in methods):
-        parser.error(f"--methods: choose from {', '.join(METHODS)}")
+    if any(m not in METHODS and m not in TEXT_METHODS for m in methods):
+        parser.error(f"--methods: choose from {', '.join([*METHODS, *TEXT_METHODS])}")
+    if any(m in TEXT_METHODS for m in methods) and any("+" in k for k in kinds):
+        parser.error("--methods dialogue: needs one kind of vectors, not a fusion a+b")
     sets = args.sets.split(",")
     results = {(name, kind): evaluate(name, kind, methods, args.part, args.limit, args.cache, args.transform)
                for name in sets for kind in kinds}

@@ -145,6 +145,11 @@ def objective(s: np.ndarray, boundaries) -> float:
     return total
 
 
+def objective_with_costs(s: np.ndarray, boundaries, costs) -> float:
+    """The objective less the cost of each boundary placed (boundary_costs)."""
+    return objective(s, boundaries) - float(sum(costs[b] for b in boundaries))
+
+
 def splits(n: int, k: int):
     return itertools.combinations(range(1, n), k - 1)
 
@@ -191,6 +196,45 @@ def test_segment_with_token_limits_is_optimal_and_feasible(s: np.ndarray, data) 
     assert all(floor <= t <= cap for t in sizes(got, tokens))
     best = max(objective(s, b) for b in feasible)
     assert objective(s, got) >= best - 1e-9 * (1 + abs(best))
+
+
+@settings(max_examples=60, deadline=None)
+@given(s=similarities, data=st.data())
+def test_segment_with_boundary_costs_is_optimal_against_brute_force(s: np.ndarray, data) -> None:
+    n = len(s)
+    k = data.draw(st.integers(1, n))
+    costs = np.array(data.draw(st.lists(st.floats(-3, 3), min_size=n, max_size=n)))
+    got = segment(s, n_segments=k, boundary_costs=costs).tolist()
+    assert len(got) == k - 1
+    best = max(objective_with_costs(s, b, costs) for b in splits(n, k))
+    assert objective_with_costs(s, got, costs) >= best - 1e-9 * (1 + abs(best))
+
+
+def test_segment_boundary_costs_many_segments_against_brute_force() -> None:
+    # More than 24 segments: the Lagrangian search must weigh the costs too.
+    rng = np.random.default_rng(8)
+    n = 27
+    m = rng.random((n, n))
+    s = (m + m.T) / 2
+    costs = rng.normal(0, 2, n)
+    for k in range(25, n + 1):
+        got = segment(s, n_segments=k, boundary_costs=costs).tolist()
+        best = max(objective_with_costs(s, b, costs) for b in splits(n, k))
+        assert objective_with_costs(s, got, costs) >= best - 1e-9 * (1 + abs(best))
+
+
+def test_segment_boundary_costs_move_boundaries_and_zeros_change_nothing() -> None:
+    s = planted([5, 5, 5])
+    plain = segment(s, n_segments=3).tolist()
+    assert segment(s, n_segments=3, boundary_costs=np.zeros(15)).tolist() == plain
+    assert segment(s, n_segments=3, boundary_costs=[0] * 15).tolist() == plain
+    costs = np.zeros(15)
+    costs[plain[0]] = 1e6
+    assert plain[0] not in segment(s, n_segments=3, boundary_costs=costs).tolist()
+    # A large bonus pulls a boundary to a gap the similarities do not favour.
+    bonus = np.zeros(15)
+    bonus[2] = -1e6
+    assert 2 in segment(s, n_segments=3, boundary_costs=bonus).tolist()
 
 
 def test_segment_many_segments_against_brute_force() -> None:
@@ -366,6 +410,10 @@ def test_segment_large_input_is_fast_enough_to_test() -> None:
         ((np.eye(4),), {"n_segments": 2, "min_tokens": 3, "max_tokens": 2}, InvalidInputError, "larger than max_tokens"),
         ((np.eye(4),), {"max_tokens": -1}, InvalidInputError, "max_tokens"),
         ((np.eye(4),), {"n_segments": 2, "min_tokens": True}, InvalidTypeError, "min_tokens"),
+        ((np.eye(4),), {"n_segments": 2, "boundary_costs": [0.0, 1.0, 2.0]}, InvalidInputError, "one cost per block"),
+        ((np.eye(4),), {"n_segments": 2, "boundary_costs": [0.0, np.nan, 0.0, 0.0]}, InvalidInputError, "finite"),
+        ((np.eye(4),), {"n_segments": 2, "boundary_costs": np.zeros((2, 2))}, InvalidInputError, "1-D"),
+        ((np.eye(4),), {"n_segments": 2, "boundary_costs": ["a", "b", "c", "d"]}, InvalidTypeError, "boundary_costs"),
     ],
 )
 def test_segment_rejects_bad_input(args, kwargs, error, fragment) -> None:

@@ -76,6 +76,8 @@ _LAZY = {
     "Report": "ctxfold.engine",
     "ConversationArc": "ctxfold.text.arc",
     "build_arc": "ctxfold.text.arc",
+    "segment_dialogue": "ctxfold.text.dialogue",
+    "dialogue_boundary_costs": "ctxfold.text.dialogue",
     "from_anthropic": "ctxfold.adapters",
     "to_anthropic": "ctxfold.adapters",
     "recall_tool": "ctxfold.engine",
@@ -158,4 +160,5 @@ if TYPE_CHECKING:
     from ctxfold.summarize.seq2seq import OnnxSeq2SeqSummarizer as OnnxSeq2SeqSummarizer
     from ctxfold.engine.results import ContextResult as ContextResult, ItemResult as ItemResult, Report as Report
     from ctxfold.text.arc import ConversationArc as ConversationArc, build_arc as build_arc
+    from ctxfold.text.dialogue import dialogue_boundary_costs as dialogue_boundary_costs, segment_dialogue as segment_dialogue
     from ctxfold.text.temporal import DateReference as DateReference, annotate_dates as annotate_dates, with_date_note as with_date_note, resolve_dates as resolve_dates, strip_date_annotations as strip_date_annotations

@@ -220,6 +220,7 @@ def segment(
     target_tokens: int | None = None,
     min_tokens: int = 0,
     max_tokens: int | None = None,
+    boundary_costs: npt.ArrayLike | None = None,
 ) -> npt.NDArray[np.int64]:
     """Contiguous topic segmentation of n blocks (sentences, messages) from
     their pairwise ``similarity`` (n, n), e.g. cosine similarities of their
@@ -236,7 +237,12 @@ def segment(
     ``tokens`` (ints >= 0, one per block; default 1 each) only count toward
     ``min_tokens`` (a floor per segment) and ``max_tokens`` (a hard cap per
     segment); an infeasible request raises ``InvalidInputError`` saying why
-    (e.g. a block alone exceeds ``max_tokens``).
+    (e.g. a block alone exceeds ``max_tokens``). ``boundary_costs`` (floats,
+    one per block, the first unused) is a prior on where segments start: the
+    cost of a boundary before block i is subtracted from the objective
+    whenever one is placed there (negative values favour it); its units are
+    the objective's, see ``ctxfold.dialogue_boundary_costs`` for a scaled
+    one built from the text of a dialogue.
 
     Where the boundaries go is the exact optimum (dynamic program) of a
     coherence objective: each similarity becomes evidence that two blocks

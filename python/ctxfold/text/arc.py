@@ -1,7 +1,8 @@
 """The conversation arc: a compact model of where a conversation stands.
 
-- topics: contiguous topic segments of the messages (``ctxfold.segment``
-  over the similarity of their vectors), each with its span and key terms;
+- topics: contiguous topic segments of the messages (``segment_dialogue``:
+  ``ctxfold.segment`` over the similarity of their vectors, with a prior on
+  where a dialogue changes topic), each with its span and key terms;
 - open questions: a question the user asked that no later message from
   someone else addresses (rule in `open_questions`);
 - decisions: sentences in decision language ("we decided", "let's go with",
@@ -29,7 +30,6 @@ from typing import Any, NamedTuple
 import msgspec
 import numpy as np
 
-from ctxfold._core import cosine_similarity, segment
 from ctxfold.text.entities import extract_entities
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 
@@ -428,7 +428,11 @@ def _complete(actions: list[Action], index: int, item_id: str, role: str, senten
                               done_index=index, done_text=sentence))
 
 
-def _topics(facts: Sequence[MessageFacts], ids: Sequence[str], vectors: np.ndarray | None, n_topics: int | None) -> list[Topic]:
+def _topics(texts: Sequence[str], facts: Sequence[MessageFacts], ids: Sequence[str], vectors: np.ndarray | None,
+            n_topics: int | None) -> list[Topic]:
+    # Imported here: the dialogue module reads words with this module's helpers.
+    from ctxfold.text.dialogue import segment_dialogue
+
     n = len(facts)
     if n == 0:
         return []
@@ -436,7 +440,7 @@ def _topics(facts: Sequence[MessageFacts], ids: Sequence[str], vectors: np.ndarr
     k = max(1, min(k, n))
     bounds: list[int] = []
     if k > 1 and vectors is not None:
-        bounds = segment(np.asarray(cosine_similarity(vectors), dtype=np.float64), n_segments=k).tolist()
+        bounds = segment_dialogue(texts, vectors, k, terms=[f.stems for f in facts]).tolist()
     edges = [0, *bounds, n]
     spans = [(a, b) for a, b in zip(edges, edges[1:]) if b > a]
     counts = []
@@ -548,7 +552,7 @@ def arc_of(
     said = [i for i, (role, _) in enumerate(speakers) if role not in ("system", "developer")]
     topics = [
         msgspec.structs.replace(t, start=said[t.start], end=said[t.end - 1] + 1)
-        for t in _topics([facts[i] for i in said], [ids[i] for i in said],
+        for t in _topics([texts[i] for i in said], [facts[i] for i in said], [ids[i] for i in said],
                          vectors[said] if vectors is not None and len(said) > 1 else None, n_topics)
     ]
     return ConversationArc(

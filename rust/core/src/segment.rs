@@ -8,4 +8,4 @@ mod solve;
 mod windows;
 
 pub use contiguous::{segment, SegmentOptions};
-pub use objective::segmentation_objective;
+pub use objective::{segmentation_objective, segmentation_objective_with_costs};

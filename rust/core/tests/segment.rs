@@ -2,7 +2,7 @@
 
 mod numeric;
 
-use ctxfold_core::segment::{segment, segmentation_objective, SegmentOptions};
+use ctxfold_core::segment::{segment, segmentation_objective, segmentation_objective_with_costs, SegmentOptions};
 use ndarray::Array2;
 use numeric::{invalid_argument, Lcg};
 
@@ -131,6 +131,62 @@ fn segment_many_segments_uses_an_exact_method() {
             assert!((value - best).abs() <= 1e-9 * (1.0 + best.abs()), "n={n} k={k}: {value} vs {best}");
         }
     }
+}
+
+#[test]
+fn segment_with_boundary_costs_is_optimal_against_brute_force() {
+    // Few and many segments (the K-layer DP and the Lagrangian search).
+    let mut rng = Lcg(7);
+    for case in 0..40u64 {
+        let n = if case < 34 { 2 + (case as usize % 9) } else { 26 + case as usize % 2 };
+        let a = planted(n, 900 + case);
+        let costs: Vec<f64> = (0..n).map(|_| (rng.next() - 0.5) * 6.0).collect();
+        let ks: Vec<usize> = if n > 24 { (25..=n).collect() } else { (1..=n).collect() };
+        for k in ks {
+            let opts = SegmentOptions { n_segments: Some(k), boundary_costs: Some(&costs), ..Default::default() };
+            let got = segment(a.view(), &opts).unwrap();
+            assert_eq!(got.len(), k - 1);
+            let value = segmentation_objective_with_costs(a.view(), &got, Some(&costs)).unwrap();
+            let best = all_splits(n, k)
+                .iter()
+                .map(|b| segmentation_objective_with_costs(a.view(), b, Some(&costs)).unwrap())
+                .fold(f64::NEG_INFINITY, f64::max);
+            assert!((value - best).abs() <= 1e-9 * (1.0 + best.abs()), "n={n} k={k}: {value} vs {best}");
+        }
+    }
+}
+
+#[test]
+fn boundary_costs_move_a_boundary_and_zero_costs_change_nothing() {
+    let a = planted(30, 3);
+    let plain = segment(a.view(), &SegmentOptions { n_segments: Some(4), ..Default::default() }).unwrap();
+    let zeros = vec![0.0; 30];
+    let opts = SegmentOptions { n_segments: Some(4), boundary_costs: Some(&zeros), ..Default::default() };
+    assert_eq!(segment(a.view(), &opts).unwrap(), plain);
+    // A prohibitive cost where the first boundary was: it moves.
+    let mut costs = vec![0.0; 30];
+    costs[plain[0]] = 1e6;
+    let opts = SegmentOptions { n_segments: Some(4), boundary_costs: Some(&costs), ..Default::default() };
+    let moved = segment(a.view(), &opts).unwrap();
+    assert!(!moved.contains(&plain[0]), "{moved:?}");
+    // A cost on block 0 is ignored (no boundary can be there).
+    let mut first = vec![0.0; 30];
+    first[0] = 1e6;
+    let opts = SegmentOptions { n_segments: Some(4), boundary_costs: Some(&first), ..Default::default() };
+    assert_eq!(segment(a.view(), &opts).unwrap(), plain);
+}
+
+#[test]
+fn boundary_costs_are_checked() {
+    let a = planted(6, 1);
+    let short = [0.0; 5];
+    let e = segment(a.view(), &SegmentOptions { n_segments: Some(2), boundary_costs: Some(&short), ..Default::default() })
+        .unwrap_err();
+    assert_eq!(invalid_argument(e), "boundary_costs");
+    let nan = [0.0, 1.0, f64::NAN, 0.0, 0.0, 0.0];
+    let e = segment(a.view(), &SegmentOptions { n_segments: Some(2), boundary_costs: Some(&nan), ..Default::default() })
+        .unwrap_err();
+    assert_eq!(invalid_argument(e), "boundary_costs");
 }
 
 #[test]

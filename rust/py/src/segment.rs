@@ -35,6 +35,27 @@ fn token_counts<'py>(obj: &Bound<'py, PyAny>) -> PyResult<PyReadonlyArray1<'py, 
         .map_err(|_| wrong_type("tokens", "a 1-D array of ints", obj))
 }
 
+/// Boundary costs: any 1-D array or list of finite floats, as float64.
+fn boundary_costs<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<f64>> {
+    let numpy = obj.py().import("numpy")?;
+    let array = numpy
+        .call_method1("asarray", (obj,))
+        .map_err(|_| wrong_type("boundary_costs", "a 1-D array of floats", obj))?;
+    let kind: String = array.getattr("dtype")?.getattr("kind")?.extract()?;
+    let ndim: usize = array.getattr("ndim")?.extract()?;
+    if !(kind == "f" || kind == "i" || kind == "u") {
+        return Err(wrong_type("boundary_costs", "a 1-D array of floats (one cost per block)", obj));
+    }
+    if ndim != 1 {
+        return Err(InvalidInputError::new_err(format!("boundary_costs: expected a 1-D array, got {ndim} dimensions")));
+    }
+    let floats = array.call_method1("astype", ("float64",))?;
+    let floats = floats
+        .extract::<PyReadonlyArray1<'py, f64>>()
+        .map_err(|_| wrong_type("boundary_costs", "a 1-D array of floats", obj))?;
+    Ok(floats.as_array().iter().copied().collect())
+}
+
 /// Contiguous topic segmentation of n blocks (sentences, messages) from
 /// their pairwise ``similarity`` (n, n), e.g. cosine similarities of their
 /// embeddings.
@@ -50,7 +71,12 @@ fn token_counts<'py>(obj: &Bound<'py, PyAny>) -> PyResult<PyReadonlyArray1<'py, 
 /// ``tokens`` (ints >= 0, one per block; default 1 each) only count toward
 /// ``min_tokens`` (a floor per segment) and ``max_tokens`` (a hard cap per
 /// segment); an infeasible request raises ``InvalidInputError`` saying why
-/// (e.g. a block alone exceeds ``max_tokens``).
+/// (e.g. a block alone exceeds ``max_tokens``). ``boundary_costs`` (floats,
+/// one per block, the first unused) is a prior on where segments start: the
+/// cost of a boundary before block i is subtracted from the objective
+/// whenever one is placed there (negative values favour it); its units are
+/// the objective's, see ``ctxfold.dialogue_boundary_costs`` for a scaled
+/// one built from the text of a dialogue.
 ///
 /// Where the boundaries go is the exact optimum (dynamic program) of a
 /// coherence objective: each similarity becomes evidence that two blocks
@@ -74,9 +100,10 @@ fn token_counts<'py>(obj: &Bound<'py, PyAny>) -> PyResult<PyReadonlyArray1<'py, 
 /// better than per-document TF-IDF.
 #[pyfunction]
 #[pyo3(
-    signature = (similarity, tokens = None, n_segments = None, target_tokens = None, min_tokens = None, max_tokens = None),
-    text_signature = "(similarity, tokens=None, n_segments=None, target_tokens=None, min_tokens=0, max_tokens=None)"
+    signature = (similarity, tokens = None, n_segments = None, target_tokens = None, min_tokens = None, max_tokens = None, boundary_costs = None),
+    text_signature = "(similarity, tokens=None, n_segments=None, target_tokens=None, min_tokens=0, max_tokens=None, boundary_costs=None)"
 )]
+#[allow(clippy::too_many_arguments)]
 fn segment<'py>(
     py: Python<'py>,
     similarity: &Bound<'py, PyAny>,
@@ -85,6 +112,7 @@ fn segment<'py>(
     target_tokens: Option<&Bound<'py, PyAny>>,
     min_tokens: Option<&Bound<'py, PyAny>>,
     max_tokens: Option<&Bound<'py, PyAny>>,
+    boundary_costs: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     let n_segments = optional_count(n_segments, "n_segments")?;
     let target_tokens = optional_count(target_tokens, "target_tokens")?.map(|v| v as u64);
@@ -92,7 +120,15 @@ fn segment<'py>(
     let max_tokens = optional_count(max_tokens, "max_tokens")?.map(|v| v as u64);
     let tokens = tokens.filter(|o| !o.is_none()).map(token_counts).transpose()?;
     let owned_tokens: Option<Vec<i64>> = tokens.as_ref().map(|t| t.as_array().iter().copied().collect());
-    let options = SegmentOptions { tokens: owned_tokens.as_deref(), n_segments, target_tokens, min_tokens, max_tokens };
+    let costs = boundary_costs.filter(|o| !o.is_none()).map(self::boundary_costs).transpose()?;
+    let options = SegmentOptions {
+        tokens: owned_tokens.as_deref(),
+        n_segments,
+        target_tokens,
+        min_tokens,
+        max_tokens,
+        boundary_costs: costs.as_deref(),
+    };
     let boundaries = match square(similarity, "similarity")? {
         Square::F32(a) => {
             let a = a.as_array();

@@ -76,6 +76,11 @@ pub struct SegmentOptions<'a> {
     pub min_tokens: u64,
     /// No segment has more tokens (a hard cap).
     pub max_tokens: Option<u64>,
+    /// Cost of a boundary before each block, one per block (entry 0 unused),
+    /// in the objective's units: subtracted once per boundary placed there
+    /// (negative: a bonus). A prior on where topics change that the
+    /// similarities cannot see, e.g. not right after a question.
+    pub boundary_costs: Option<&'a [f64]>,
 }
 
 /// Contiguous topic segmentation of the n blocks whose pairwise similarities
@@ -93,7 +98,10 @@ pub struct SegmentOptions<'a> {
 /// maximises the objective described in the module docs exactly (ties go to
 /// the earliest boundary positions found by the DP).
 pub fn segment<T: Real>(similarity: ArrayView2<'_, T>, options: &SegmentOptions<'_>) -> Result<Vec<usize>> {
-    let p = prepare(&similarity)?;
+    let mut p = prepare(&similarity)?;
+    if let Some(costs) = options.boundary_costs {
+        p.set_boundary_costs(costs)?;
+    }
     let n = p.n;
     let tokens = block_tokens(options.tokens, n)?;
     let mut prefix = vec![0u64; n + 1];

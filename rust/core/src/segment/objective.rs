@@ -61,12 +61,46 @@ pub(crate) struct Prepared<'a, T: Clone> {
     evidence: Evidence,
     /// inv_pow[l] = l^-LENGTH_EXPONENT.
     inv_pow: Vec<f64>,
+    /// start_cost[i]: subtracted from the score of every segment starting at
+    /// block i > 0 (a boundary before block i); empty when none were given.
+    start_cost: Vec<f64>,
 }
 
 impl<T: Real> Prepared<'_, T> {
     /// Bound on |objective| of any segmentation.
     pub fn bound(&self) -> f64 {
-        (self.n as f64) * (self.n as f64) * self.evidence.bound
+        let costs: f64 = self.start_cost.iter().map(|c| c.abs()).sum();
+        (self.n as f64) * (self.n as f64) * self.evidence.bound + costs
+    }
+
+    /// Sets the cost of a boundary before each block (`costs[0]` is unused);
+    /// one finite value per block.
+    pub fn set_boundary_costs(&mut self, costs: &[f64]) -> Result<()> {
+        if costs.len() != self.n {
+            return Err(Error::invalid(
+                "boundary_costs",
+                format!("has {} entries but similarity has {} rows; pass one cost per block", costs.len(), self.n),
+            ));
+        }
+        if let Some(i) = costs.iter().position(|c| !c.is_finite()) {
+            return Err(Error::invalid("boundary_costs", format!("entry {i} is {}; costs must be finite", costs[i])));
+        }
+        self.start_cost = costs.to_vec();
+        if let Some(first) = self.start_cost.first_mut() {
+            *first = 0.0;
+        }
+        Ok(())
+    }
+
+    /// The objective of n singletons (each scores 0 less its boundary's cost).
+    pub fn singletons_score(&self) -> f64 {
+        -self.start_cost.iter().sum::<f64>()
+    }
+
+    /// The cost of a segment starting at block `start`.
+    #[inline(always)]
+    fn cost(&self, start: usize) -> f64 {
+        self.start_cost.get(start).copied().unwrap_or(0.0)
     }
 }
 
@@ -86,7 +120,7 @@ pub(crate) fn prepare<'a, T: Real>(similarity: &ArrayView2<'a, T>) -> Result<Pre
         None => Cow::Owned(row_major(similarity)),
     };
     let inv_pow = (0..=n).map(|l| if l == 0 { 0.0 } else { (l as f64).powf(-LENGTH_EXPONENT) }).collect();
-    Ok(Prepared { n, data, evidence: Evidence::new(&sum, &sum_sq, &lowest, &highest), inv_pow })
+    Ok(Prepared { n, data, evidence: Evidence::new(&sum, &sum_sq, &lowest, &highest), inv_pow, start_cost: Vec::new() })
 }
 
 /// Rows of the similarity whose running sums are computed together (see
@@ -232,6 +266,11 @@ impl<'s, 'a, T: Real> ScoreStream<'s, 'a, T> {
         for ((o, w), f) in out.iter_mut().zip(&self.within[first..end]).zip(pows) {
             *o = w * f;
         }
+        if !self.p.start_cost.is_empty() {
+            for (o, c) in out.iter_mut().zip(&self.p.start_cost[first..end]) {
+                *o -= c;
+            }
+        }
         (first, out)
     }
 }
@@ -286,7 +325,20 @@ impl ScoreSource for &CachedScores {
 /// `boundaries` (same format as its output), computed directly; for tests and
 /// diagnostics.
 pub fn segmentation_objective<T: Real>(similarity: ArrayView2<'_, T>, boundaries: &[usize]) -> Result<f64> {
-    let p = prepare(&similarity)?;
+    segmentation_objective_with_costs(similarity, boundaries, None)
+}
+
+/// [`segmentation_objective`] with `SegmentOptions::boundary_costs`: each
+/// boundary's cost is subtracted.
+pub fn segmentation_objective_with_costs<T: Real>(
+    similarity: ArrayView2<'_, T>,
+    boundaries: &[usize],
+    boundary_costs: Option<&[f64]>,
+) -> Result<f64> {
+    let mut p = prepare(&similarity)?;
+    if let Some(costs) = boundary_costs {
+        p.set_boundary_costs(costs)?;
+    }
     let n = p.n;
     let mut start = 0;
     let mut total = 0.0;
@@ -302,7 +354,7 @@ pub fn segmentation_objective<T: Real>(similarity: ArrayView2<'_, T>, boundaries
                 within += 2.0 * p.evidence.weight(a, b, p.data[a * n + b].to_f64());
             }
         }
-        total += within * ((end - start) as f64).powf(-LENGTH_EXPONENT);
+        total += within * ((end - start) as f64).powf(-LENGTH_EXPONENT) - p.cost(start);
         start = end;
     }
     Ok(total)

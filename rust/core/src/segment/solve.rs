@@ -290,11 +290,11 @@ fn search<T: Real>(
     // The extremes (fewest and most segments).
     let mut few = penalised(p, windows, big, scores)?;
     let mut many = if max_len >= n || !windows.constrained() {
-        // n singletons, score 0 each, when no limit forbids them.
+        // n singletons (score 0 each, less the boundary costs) when no limit forbids them.
         if windows.constrained() {
             penalised(p, windows, -big, scores)?
         } else {
-            Penalised { penalty: -big, score: 0.0, count: n, boundaries: (1..n).collect() }
+            Penalised { penalty: -big, score: p.singletons_score(), count: n, boundaries: (1..n).collect() }
         }
     } else {
         penalised(p, windows, -big, scores)?
