@@ -86,9 +86,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     "she", "that bug") point into a message that was left out, a line naming
     what they point to (``[refs: it = the payment service]``), in the room
     the plan held for them (a fiftieth of the budget); the message's own
-    words stay as written. Off by default: how often the resolution (by
-    recency, agreement and salience) names the right antecedent in real
-    chats is not measured yet."""
+    words stay as written. Off by default: the held room costs some evidence
+    and resolving every message's references costs time on each call
+    (docs/benchmarks.md), and how often the resolution names the right
+    antecedent in real chats is not measured."""
     conversation_arc: bool = False
     """Put the conversation arc (`report.arc.to_text()`: current focus, open
     questions, pending actions, decisions, earlier topics) in the prompt as
