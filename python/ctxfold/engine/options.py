@@ -212,7 +212,8 @@ def message_options(
     strings = [c for c in contents if isinstance(c, str)]
     by_text = dict(zip(strings, cache.count_texts(strings, tokenizer)))
     text_tokens = [by_text[c] if isinstance(c, str) else 0 for c in contents]
-    current = [i for i in current_turn(items) if not fixed_mask[i]]
+    turn = current_turn(items)
+    current = [i for i in turn if not fixed_mask[i]]
     last_user = max((i for i, it in enumerate(items) if it.role == "user"), default=None)
     traded = {last_user} if not run.question_is_current and last_user in current else set()
     cuts, cut_costs = _current_forms(
@@ -292,7 +293,7 @@ def message_options(
     chunk_costs, chunk_values = _chunk_options(chunks, base, room, run)
     return Options(
         costs=costs, values=values, base=base, hard=hard, soft=soft, groups=groups, fixed=fixed,
-        current=current_turn(items), summary_targets=targets, cuts=cuts, placeholders=placeholders, plain=plain,
+        current=turn, summary_targets=targets, cuts=cuts, placeholders=placeholders, plain=plain,
         duplicates=duplicates, superseded=_last_reads(items, stale), chunks=chunks, chunk_costs=chunk_costs,
         chunk_values=chunk_values, rows=[i for i in range(n) if i not in in_chunk],
     )
