@@ -55,7 +55,7 @@ fn main() {
     println!("{} messages, {:.1} MB, one thread, {ROUNDS} interleaved rounds", messages.len(), bytes as f64 / 1e6);
     for encoding in Encoding::ALL {
         let core = TokenCounter::OpenAi(encoding);
-        let tk = tiktoken::get_encoding(encoding.name()).unwrap();
+        let tk = tiktoken_crate::get_encoding(encoding.name()).unwrap();
         let bo = match encoding {
             Encoding::Cl100kBase => bpe_openai::cl100k_base(),
             Encoding::O200kBase => bpe_openai::o200k_base(),

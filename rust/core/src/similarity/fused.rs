@@ -36,7 +36,7 @@ use faer::{Accum, MatMut, MatRef, Par};
 use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;
 
-use super::dot::{dot_and_norm2, has_avx2_fma, Dot};
+use super::dot::{dot_and_norm2, has_avx2_fma, prefetch, prefetch_ahead, Dot};
 use super::pool::{Pool, BLOCK};
 use crate::{Error, Result};
 
@@ -245,7 +245,14 @@ fn block_rows(b: usize, size: usize, n: usize) -> Range<usize> {
 #[inline(always)]
 fn offer<T: Dot>(q: &Query<T>, row: &[T], i: usize, dot: f64, norm2: f64, bound: Bound, pool: &mut Pool) -> Outcome {
     if dot.is_finite() && norm2.is_finite() && norm2 >= bound.tiny {
-        let a = dot * q.inv_norm / norm2.sqrt();
+        // Most rows lose to the floor: tell them without the square root and
+        // the division (a + eps < floor, squared, with room for its rounding).
+        let t = pool.floor() - bound.eps;
+        let s = dot * q.inv_norm;
+        if t > 0.0 && (s <= 0.0 || s * s * (1.0 + 1e-9) < t * t * norm2) {
+            return Ok(());
+        }
+        let a = s / norm2.sqrt();
         pool.offer(i, a - bound.eps, a + bound.eps);
     } else {
         if row.iter().any(|v| !v.is_finite()) {
@@ -299,8 +306,10 @@ fn stream_block_body<T: Dot, const FMA: bool>(
     pool: &mut Pool,
 ) -> Outcome {
     let d = q.values.len();
+    let ahead = prefetch_ahead::<T>();
     for i in rows {
         let row = &flat[i * d..(i + 1) * d];
+        prefetch(flat, i * d + ahead, d);
         let (dot, norm2) = dot_and_norm2::<T, FMA>(&q.values, row);
         offer(q, row, i, dot, norm2, bound, pool)?;
     }

@@ -25,7 +25,7 @@ use std::cmp::Ordering;
 use ndarray::{Array2, ArrayView1, ArrayView2, CowArray, Ix2};
 use rayon::prelude::*;
 
-use super::dot::{dot_and_norm2, has_avx2_fma, Dot};
+use super::dot::{dot_and_norm2, has_avx2_fma, prefetch, prefetch_ahead, Dot};
 use super::fused;
 use super::pool::{Pool, BLOCK};
 use crate::{Error, Result};
@@ -353,15 +353,21 @@ unsafe fn dense_block_avx2<T: Dot>(q: &[T], flat: &[T], block: Block<'_>) -> Vec
 fn dense_block_body<T: Dot, const FMA: bool>(q: &[T], flat: &[T], block: Block<'_>) -> Vec<usize> {
     let d = q.len();
     let gamma = 2.5 * (d as f64 + 2.0) * T::UNIT_ROUNDOFF;
+    let ahead = prefetch_ahead::<T>();
     let mut overflow = Vec::new();
     for i in block.rows {
         if block.valid.is_some_and(|v| !v[i]) {
             continue;
         }
-        // No software prefetch here: on float32 rows it slows this loop down.
         let row = &flat[i * d..(i + 1) * d];
+        prefetch(flat, i * d + ahead, d);
         let (dot, norm2) = dot_and_norm2::<T, FMA>(q, row);
         if dot.is_finite() && norm2.is_finite() {
+            // Most rows lose to the floor: tell them without the square root
+            // (sqrt(n) <= (n + 1) / 2 makes this upper bound larger still).
+            if dot + gamma * block.qnorm * (norm2 + 1.0) * 0.5 + block.slack < block.pool.floor() {
+                continue;
+            }
             let eps = gamma * block.qnorm * norm2.sqrt() + block.slack;
             block.pool.offer(i, dot - eps, dot + eps);
         } else {
@@ -454,23 +460,6 @@ fn sketch_block_body<const AVX2: bool>(q: &SketchQuery, codes: &[i8], bounds: &[
 /// How many rows ahead the sketch loop asks for: the hardware prefetcher
 /// alone leaves this loop waiting on memory.
 const PREFETCH_ROWS: usize = 8;
-
-/// Asks for the cache lines of `values[start..start + len]` (nothing past
-/// the end of `values`).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn prefetch<V>(values: &[V], start: usize, len: usize) {
-    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-    let size = std::mem::size_of::<V>();
-    let end = (start + len).min(values.len()) * size;
-    let bytes = values.as_ptr().cast::<i8>();
-    let mut at = start * size;
-    while at < end {
-        // SAFETY: `at` is inside `values`; a prefetch never faults anyway.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(bytes.add(at)) };
-        at += 64;
-    }
-}
 
 /// The integer dot product of the int16 query with a row's int8 codes.
 fn sketch_dot(q: &[i16], codes: &[i8]) -> i32 {
