@@ -15,7 +15,7 @@ import sys
 
 import ctxfold
 
-EXPECTED = "e719e88b4cf96b066faa53ff4c7be6c4"
+EXPECTED = "f353dd959dcf4ba5fb15745b51d84b03"
 
 WORDS = (
     "deploy database index migration latency cache invoice customer report budget schedule meeting "
