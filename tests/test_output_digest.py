@@ -15,7 +15,7 @@ import sys
 
 import ctxfold
 
-EXPECTED = "f353dd959dcf4ba5fb15745b51d84b03"
+EXPECTED = "84edf86e148815249eb60023c1ec9af6"
 
 WORDS = (
     "deploy database index migration latency cache invoice customer report budget schedule meeting "

@@ -137,7 +137,8 @@ def with_date_annotations(
              else message_costs(messages, tokenizer))
     for (i, message), cost in zip(changed, costs):
         note = split_date_note(message["content"])[1]
-        out[i] = msgspec.structs.replace(items[i], message=message, tokens=cost, date_note=note)
+        out[i] = msgspec.structs.replace(items[i], message=message, tokens=cost, date_note=note,
+                                         note_tokens=cost - items[i].tokens + items[i].note_tokens)
     return out
 
 
@@ -167,7 +168,8 @@ def said_after_first(items: Sequence[Item], sent: Sequence[int], tokenizer: Toke
              else message_costs(messages, tokenizer))
     for (i, message, rest), cost in zip(changed, costs):
         if cost <= items[i].tokens:  # a shorter text that counts more would break the price
-            out[i] = msgspec.structs.replace(items[i], message=message, tokens=cost, date_note=rest)
+            out[i] = msgspec.structs.replace(items[i], message=message, tokens=cost, date_note=rest,
+                                             note_tokens=cost - items[i].tokens + items[i].note_tokens)
     return out
 
 
