@@ -40,8 +40,6 @@ __all__ = ["ContextEngine"]
 # The arc layer's framing (a system message and its heading), and the least arc worth sending.
 _ARC_OVERHEAD = 12
 _ARC_MIN_TOKENS = 24
-# At most this many plans again as kept messages that follow one of their own day lose the day from their notes.
-SAID_REPLANS = 3
 
 
 def _store_scope(store: Any, scope: Any) -> Any:
@@ -217,14 +215,13 @@ class ContextEngine:
         scores, layers = score_items(items, run)
         lap("score")
         plan = plan_context(items, scores, run)
-        for _ in range(SAID_REPLANS if self.config.annotate_dates else 0):
-            # Each kept message was priced with its day; only the first of a day says it: plan again at that price.
+        if self.config.annotate_dates:
+            # Each message was priced with its day; only the first kept of a day says it: plan again at that price.
             sent = [i for i, c in enumerate(plan.choices) if c == KEEP and i not in plan.plain]
             repriced = said_after_first(items, sent, self.tokenizer, self.cache)
-            if repriced is None:
-                break
-            items = repriced
-            plan = plan_context(items, scores, run)
+            if repriced is not None:
+                items = repriced
+                plan = plan_context(items, scores, run)
         strategy = plan.strategy
         lap("plan")
         out, tokens, results = render(items, plan, scores, layers, run, sizes)

@@ -145,22 +145,26 @@ def with_date_annotations(
 def said_after_first(items: Sequence[Item], sent: Sequence[int], tokenizer: Tokenizer,
                      cache: EngineCache | None = None) -> list[Item] | None:
     """The items with the ``said`` part taken out of the notes of the
-    messages in `sent` (indices, in order) that follow one of their own day
-    there, costs counted again; None when there is none. A plan made with
-    them prices what rendering sends, where only the first message of a day
-    says it."""
+    messages that would follow one of their own day among `sent` (the
+    indices a plan keeps with their notes): those in `sent` after the first
+    of their day, and any other whose nearest kept message before it is of
+    its day. Costs are counted again; None when there is none to take out.
+    A plan made with them prices what rendering sends, where only the first
+    message of a day says it."""
     out = list(items)
     changed: list[tuple[int, dict[str, Any], str]] = []
+    kept = set(sent)
     last = ""
-    for i in sent:
-        day = said_day(items[i].date_note)
+    for i, it in enumerate(items):
+        day = said_day(it.date_note)
         if not day:
             continue
         if day == last:
-            body = str(items[i].message["content"])[: -len(items[i].date_note) - 1]
-            rest = without_said(items[i].date_note)
-            changed.append((i, {**items[i].message, "content": f"{body}\n{rest}" if rest else body}, rest))
-        last = day
+            body = str(it.message["content"])[: -len(it.date_note) - 1]
+            rest = without_said(it.date_note)
+            changed.append((i, {**it.message, "content": f"{body}\n{rest}" if rest else body}, rest))
+        if i in kept:
+            last = day
     if not changed:
         return None
     messages = [m for _, m, _ in changed]
