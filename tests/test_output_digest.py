@@ -15,7 +15,7 @@ import sys
 
 import ctxfold
 
-EXPECTED = "278c63a2b4d454630fe8b039df70e107"
+EXPECTED = "84edf86e148815249eb60023c1ec9af6"
 
 WORDS = (
     "deploy database index migration latency cache invoice customer report budget schedule meeting "

@@ -148,7 +148,8 @@ def said_after_first(items: Sequence[Item], sent: Sequence[int], tokenizer: Toke
     messages that would follow one of their own day among `sent` (the
     indices a plan keeps with their notes): those in `sent` after the first
     of their day, and any other whose nearest kept message before it is of
-    its day. Costs are counted again; None when there is none to take out.
+    its day. Costs are counted again; None when no message of `sent` loses
+    its day (the plan then already pays for what it sends).
     A plan made with them prices what rendering sends, where only the first
     message of a day says it."""
     out = list(items)
@@ -165,7 +166,7 @@ def said_after_first(items: Sequence[Item], sent: Sequence[int], tokenizer: Toke
             changed.append((i, {**it.message, "content": f"{body}\n{rest}" if rest else body}, rest))
         if i in kept:
             last = day
-    if not changed:
+    if not any(i in kept for i, _, _ in changed):
         return None
     messages = [m for _, m, _ in changed]
     costs = (cache.costs_of(messages, lambda todo: message_costs(todo, tokenizer)) if cache is not None
