@@ -122,23 +122,23 @@ def with_date_annotations(
             anchor = dt.datetime.fromtimestamp(it.timestamp, dt.timezone(dt.timedelta(seconds=it.utc_offset)))
         except (OverflowError, OSError, ValueError):
             continue  # a timestamp outside the calendar names no date
-        annotated = _annotated(content, anchor, cache)
+        annotated = dated = _annotated(content, anchor, cache)
         if said and not (said_once and anchor.date() == last_day) and not split_date_note(content)[1]:
             when = said_note(anchor, now)
             body, note = split_date_note(annotated)
             annotated = f"{body}\n[{when}; {note[1:]}" if note else f"{content}\n[{when}]"
         last_day = anchor.date()
         if annotated != content:
-            changed.append((i, {**it.message, "content": annotated}))
+            changed.append((i, {**it.message, "content": annotated}, {**it.message, "content": dated}))
     if not changed:
         return out
-    messages = [m for _, m in changed]
+    messages = [m for _, m, _ in changed] + [m for _, _, m in changed]
     costs = (cache.costs_of(messages, lambda todo: message_costs(todo, tokenizer)) if cache is not None
              else message_costs(messages, tokenizer))
-    for (i, message), cost in zip(changed, costs):
+    for (i, message, _), cost, dated_cost in zip(changed, costs, costs[len(changed):]):
         note = split_date_note(message["content"])[1]
         out[i] = msgspec.structs.replace(items[i], message=message, tokens=cost, date_note=note,
-                                         note_tokens=cost - items[i].tokens + items[i].note_tokens)
+                                         note_tokens=cost - dated_cost + items[i].note_tokens)
     return out
 
 
