@@ -10,7 +10,9 @@ Groups (compare the rows of a group):
   (`with_date_annotations`: annotate, count the changed messages again)
   over the same messages as parsed items: cold (no cache), warm (the
   engine's cache holds the annotations and counts of an earlier call), and
-  one added message.
+  one added message; and warm with the ``said`` notes the engine writes
+  (each message's day and how long before now, not cached: they change
+  with now).
 
 The messages: the first 500 of REALTALK (real chats between two people,
 each with its time) when ../shared/data is there, else a synthetic chat.
@@ -122,3 +124,12 @@ def test_ctxfold_engine_annotation_added_turn(benchmark) -> None:
     cache = EngineCache()
     with_date_annotations(ITEMS, TOK, cache)
     benchmark(lambda: with_date_annotations(ITEMS[-1:], TOK, cache))
+
+
+@pytest.mark.benchmark(group="engine-annotate-500")
+def test_ctxfold_engine_annotation_said_warm(benchmark) -> None:
+    cache = EngineCache()
+    now = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
+    with_date_annotations(ITEMS, TOK, cache, said=True, now=now)
+    out = benchmark(lambda: with_date_annotations(ITEMS, TOK, cache, said=True, now=now))
+    assert all(a.date_note.startswith("[said ") for a, b in zip(out, ITEMS) if b.timestamp is not None and b.role in ("user", "assistant"))

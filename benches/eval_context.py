@@ -39,9 +39,15 @@ and REALTALK's category 2, and adds ``found``: whether the gold answer is in
 the context. A date in the answer counts when the context names that day in
 any common form (2023-05-07, 7 May 2023, May 7th, 05/07/2023, 7.5.2023; a
 year-less mention matches any year); a month ("September 2023") when the
-context names a day of it or the month and year; any other answer when all
-of its content words are in the context; answers that are only a small
-number (a count of days) cannot be checked this way and are left out. Entity
+context names a day of it or the month and year; a duration ("3 days ago",
+"4 weeks", or a bare number when the question asks "how many <days, weeks,
+months, years>") when the context states that many of that unit ("3 days
+ago", "3 days", "three days"), the answer's own alternative counting too
+("6 days. 7 days (including the last day) is also acceptable"); any other
+answer when all of its content words are in the context; answers that are
+only a small number for any other question cannot be checked this way and
+are left out. The engine's LongMemEval contexts count from the question's
+date (``optimize(now=...)``), REALTALK's from the chat's last message. Entity
 recall (`entity_recall`) of the evidence messages in the context is printed
 beside it.
 
@@ -95,10 +101,12 @@ def words(text: str) -> set[str]:
 
 
 class Question:
-    __slots__ = ("unit", "category", "text", "evidence", "answer")
+    __slots__ = ("unit", "category", "text", "evidence", "answer", "now")
 
-    def __init__(self, unit: str, category: str, text: str, evidence: list[str], answer: str = "") -> None:
+    def __init__(self, unit: str, category: str, text: str, evidence: list[str], answer: str = "",
+                 now: str | None = None) -> None:
         self.unit, self.category, self.text, self.evidence, self.answer = unit, category, text, evidence, answer
+        self.now = now
 
 
 def load_set(name: str, limit: int | None, temporal: bool = False) -> Iterator[tuple[str, list[dict[str, Any]], list[Question]]]:
@@ -120,8 +128,9 @@ def load_set(name: str, limit: int | None, temporal: bool = False) -> Iterator[t
             if temporal:
                 for m, raw in zip(clean, msgs):
                     m["timestamp"] = lme_time(raw["date"])
+            asked = lme_time(d["question_date"]) if temporal and d.get("question_date") else None
             yield d["question_id"], clean, [Question(d["question_id"], d["question_type"], d["question"], ids,
-                                                     str(d.get("answer", "")))]
+                                                     str(d.get("answer", "")), asked)]
         return
     chats = common.beam_chats() if name == "beam" else common.realtalk_chats()
     for k, (chat, msgs, qas) in enumerate(chats):
@@ -195,10 +204,45 @@ def dates_in(text: str) -> tuple[set[tuple[int | None, int, int]], set[tuple[int
     return days, months
 
 
-def answer_found(answer: str, context: str) -> tuple[str, bool] | None:
+_COUNTS = {w: k for k, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve".split())}
+_COUNT = r"(\d{1,3}|" + "|".join(_COUNTS) + ")"
+_UNIT = r"(day|week|month|year)s?"
+# An answer that is only a duration, with the alternative LongMemEval allows beside it.
+_DURATION_ANSWER = re.compile(
+    rf"^\s*{_COUNT}\s+{_UNIT}(?:\s+ago)?\s*\.?(?:\s*{_COUNT}\s+{_UNIT}\s*\(including the last day\) is also "
+    r"acceptable\.?)?\s*$", re.IGNORECASE)
+_HOW_MANY = re.compile(r"\bhow many " + _UNIT + r"\b", re.IGNORECASE)
+_STATED = re.compile(rf"\b{_COUNT}\s+{_UNIT}\b", re.IGNORECASE)
+
+
+def durations_asked(answer: str, question: str) -> set[tuple[int, str]] | None:
+    """The (count, unit) durations an answer accepts: "3 days ago", "6 days. 7 days (including the last day)
+    is also acceptable", or a bare number when `question` asks how many of a unit; None for any other answer."""
+    found = _DURATION_ANSWER.match(answer)
+    if found:
+        n, unit, alt_n, alt_unit = found.groups()
+        out = {(_count(n), unit.lower())}
+        return out | {(_count(alt_n), alt_unit.lower())} if alt_n else out
+    asked = _HOW_MANY.search(question)
+    if asked and re.fullmatch(r"\s*\d{1,3}\s*\.?\s*", answer):
+        return {(int(answer.strip().rstrip(".")), asked.group(1).lower())}
+    return None
+
+
+def _count(word: str) -> int:
+    return int(word) if word.isdigit() else _COUNTS[word.lower()]
+
+
+def answer_found(answer: str, context: str, question: str = "") -> tuple[str, bool] | None:
     """(kind of answer, whether the context holds it): ``date`` (every day the answer names is named in the
-    context; a year-less mention on either side matches any year), ``month``, or ``text`` (every content
-    word); None for an answer that is only a small number, which no context check can confirm."""
+    context; a year-less mention on either side matches any year), ``month``, ``duration`` (the context states
+    one of the answer's durations, `durations_asked`), or ``text`` (every content word); None for an answer
+    that is only a small number the question does not make a duration, which no context check can confirm."""
+    wanted_durations = durations_asked(answer, question)
+    if wanted_durations:
+        stated = {(_count(n), unit.lower()) for n, unit in _STATED.findall(context)}
+        return "duration", bool(wanted_durations & stated)
     days, months = dates_in(answer)
     if days or months:
         have_days, have_months = dates_in(context)
@@ -357,7 +401,7 @@ def evaluate_set(name: str, args: argparse.Namespace, engines: dict[str, Any], b
                 for method, engine in engines.items():
                     t0 = time.perf_counter()
                     try:
-                        res = engine.optimize(msgs, query=q.text, budget=budget)
+                        res = engine.optimize(msgs, query=q.text, budget=budget, now=q.now)
                     except ctxfold.BudgetError:
                         failed += 1  # counted as keeping nothing
                         kept[method] = []
@@ -374,7 +418,7 @@ def evaluate_set(name: str, args: argparse.Namespace, engines: dict[str, Any], b
                     record = {"budget": label, "method": method, "category": q.category,
                               "half": 1 if k < half else 2, "verbatim": v, "coverage": c}
                     if args.temporal:
-                        found = answer_found(q.answer, context)
+                        found = answer_found(q.answer, context, q.text)
                         record["answer"] = found[0] if found else None
                         record["found"] = float(found[1]) if found else None
                         record["entity_recall"] = entity_recall([by_id[i] for i in q.evidence], context)
@@ -394,8 +438,8 @@ def print_found(records: Sequence[dict[str, Any]], present: Sequence[str]) -> No
     print(f"{'budget':>6} {'answers':<28}" + "".join(f"{m:>16}" for m in present))
     for budget in dict.fromkeys(r["budget"] for r in records):
         rows = [r for r in records if r["budget"] == budget and r.get("answer")]
-        for label, kinds in (("date", {"date"}), ("month", {"month"}), ("text", {"text"}),
-                             ("all checkable", {"date", "month", "text"})):
+        for label, kinds in (("date", {"date"}), ("month", {"month"}), ("duration", {"duration"}), ("text", {"text"}),
+                             ("all checkable", {"date", "month", "duration", "text"})):
             cells, count = [], 0
             for m in present:
                 vals = [r["found"] for r in rows if r["method"] == m and r["answer"] in kinds]
@@ -408,7 +452,7 @@ def print_found(records: Sequence[dict[str, Any]], present: Sequence[str]) -> No
                  for m in present]
         print(f"{budget:>6} {'all':<28}" + "".join(f"{c:>16.3f}" for c in cells))
     unchecked = sum(1 for r in records if r.get("answer") is None and r["method"] == present[0])
-    print(f"(answers that are only a small number, not checkable: {unchecked} question-budget pairs)")
+    print(f"(answers that are only a small number and no duration, not checkable: {unchecked} question-budget pairs)")
 
 
 def print_tables(name: str, result: dict[str, Any], methods: Sequence[str]) -> None:

@@ -1,7 +1,7 @@
 """Evidence recall of `ContextEngine.optimize` on LongMemEval-S (../shared/data).
 
 Each history is flattened into messages (session date as timestamp) and fitted
-with the question as query. Reported per budget (1/8 of the history, and 2,000
+with the question as query, at the question's date (``optimize(now=...)``). Reported per budget (1/8 of the history, and 2,000
 tokens): the share of `has_answer` turns whose text survives verbatim, the share
 of questions whose answer string appears in the context, and the same for the
 baselines computed in the same run: recency (latest turns that fit; also
@@ -53,6 +53,14 @@ def load(limit: int | None):
                     evidence.append(mid)
         if evidence:
             yield d, msgs, evidence
+
+
+def asked(d: dict) -> str | None:
+    """The question's date ("2023/05/20 (Sat) 02:21") as ISO 8601, or None when the file has none."""
+    date = d.get("question_date")
+    if not date:
+        return None
+    return date.split(" (")[0].replace("/", "-") + "T" + date.split(") ")[-1] + ":00"
 
 
 def recall(context: str, msgs, evidence, answer) -> tuple[float, float]:
@@ -125,7 +133,7 @@ def main() -> int:
         for name in args.budgets.split(","):
             budget = total // 8 if name == "eighth" else int(name)
             t0 = time.perf_counter()
-            res = engine.optimize(msgs, query=d["question"], budget=budget)
+            res = engine.optimize(msgs, query=d["question"], budget=budget, now=asked(d))
             times.append(time.perf_counter() - t0)
             over += res.tokens > budget
             rows.setdefault((name, "ctxfold"), []).append(recall(context_of(res.messages), msgs, evidence, d["answer"]))

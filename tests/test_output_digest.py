@@ -15,7 +15,7 @@ import sys
 
 import ctxfold
 
-EXPECTED = "e719e88b4cf96b066faa53ff4c7be6c4"
+EXPECTED = "84edf86e148815249eb60023c1ec9af6"
 
 WORDS = (
     "deploy database index migration latency cache invoice customer report budget schedule meeting "

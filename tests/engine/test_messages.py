@@ -182,3 +182,34 @@ def test_the_name_field_names_the_speaker():
 ])
 def test_other_chats_are_not_between_people(messages):
     assert people_in_chat(parse_messages(messages, TOK)) is None
+
+
+def test_said_after_first_prices_only_the_first_message_of_a_day_with_its_day():
+    from ctxfold.engine.messages import said_after_first, with_date_annotations
+
+    msgs = [{"role": "user" if k % 2 == 0 else "assistant", "content": f"Point {k} about the deploy, yesterday.",
+             "timestamp": f"2023-06-{10 + k // 2}T09:0{k}:00Z"} for k in range(4)]
+    items = with_date_annotations(parse_messages(msgs, TOK), TOK, said=True, now=dt.datetime(2023, 6, 20, tzinfo=dt.timezone.utc))
+    assert [it.date_note for it in items] == [
+        "[said 2023-06-10, 10 days ago; dates: yesterday = 2023-06-09]", "[said 2023-06-10, 10 days ago; dates: yesterday = 2023-06-09]",
+        "[said 2023-06-11, 9 days ago; dates: yesterday = 2023-06-10]", "[said 2023-06-11, 9 days ago; dates: yesterday = 2023-06-10]"]
+    repriced = said_after_first(items, [0, 1, 3], TOK)
+    assert repriced is not None
+    assert [it.date_note for it in repriced] == [
+        items[0].date_note, "[dates: yesterday = 2023-06-09]", items[2].date_note, items[3].date_note]
+    assert repriced[1].message["content"] == "Point 1 about the deploy, yesterday.\n[dates: yesterday = 2023-06-09]"
+    assert repriced[1].tokens == count_messages([repriced[1].message], tokenizer=TOK) - REPLY_PRIMING < items[1].tokens
+    assert said_after_first(items, [0, 2], TOK) is None  # no kept message follows one of its day
+
+
+def test_said_after_first_also_prices_a_message_left_out_as_it_would_follow():
+    from ctxfold.engine.messages import said_after_first, with_date_annotations
+
+    msgs = [{"role": "user", "content": f"Point {k}.", "timestamp": f"2023-06-{10 + k // 3}T09:0{k}:00Z"} for k in range(6)]
+    items = with_date_annotations(parse_messages(msgs, TOK), TOK, said=True, now=dt.datetime(2023, 6, 20, tzinfo=dt.timezone.utc))
+    # Kept: 1, 2 (day 10) and 4 (day 11). 0 comes before the day's first kept message, so it keeps the day if kept;
+    # 2 follows 1, and 5 would follow 4; 3 would follow a message of day 10.
+    repriced = said_after_first(items, [1, 2, 4], TOK)
+    assert repriced is not None
+    assert [bool(it.date_note) for it in repriced] == [True, True, False, True, True, False]
+    assert said_after_first(items, [1, 4], TOK) is None  # no kept message loses its day: the plan stands

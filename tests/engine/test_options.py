@@ -191,3 +191,16 @@ def test_the_plan_gives_up_notes_before_messages():
     plan = plan_items(items, np.ones(len(items)), run(total(items) - notes // 2, EngineConfig(protect_last=0)))
     assert DROP not in plan.choices and SUMMARY not in plan.choices
     assert plan.plain and all(items[i].date_note for i in plan.plain)
+
+
+def test_a_date_note_does_not_make_a_message_longer_for_its_value():
+    import datetime as dt
+
+    from ctxfold.engine.messages import with_date_annotations
+
+    msgs = [{"role": "user" if k % 2 == 0 else "assistant", "content": "Ok." if k % 3 else f"Long turn {k} " * 20,
+             "timestamp": f"2023-05-{10 + k:02d}T09:00:00Z"} for k in range(8)]
+    plain = parse_messages(msgs, TOK)
+    noted = with_date_annotations(plain, TOK, said=True, now=dt.datetime(2023, 6, 1, tzinfo=dt.timezone.utc))
+    assert all(n.date_note and n.tokens == p.tokens + n.note_tokens and n.note_tokens > 0 for n, p in zip(noted, plain))
+    assert np.allclose(length_weights(noted), length_weights(plain))

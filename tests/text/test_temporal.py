@@ -25,6 +25,11 @@ from ctxfold.text.temporal import (
     annotate_dates,
     resolve_dates,
     strip_date_annotations,
+    age_phrase,
+    said_day,
+    said_note,
+    split_date_note,
+    without_said,
 )
 
 MON = "2023-05-08T10:00:00Z"  # a Monday
@@ -271,12 +276,13 @@ def _chat(n: int = 40) -> list[dict]:
 def test_engine_annotates_timestamped_messages_within_budget() -> None:
     engine = ContextEngine(encoding="cl100k_base")
     msgs = _chat()
-    res = engine.optimize(msgs, budget=600)
-    assert res.tokens == count_messages(res.messages, encoding="cl100k_base") <= 600
+    res = engine.optimize(msgs, budget=1000)
+    assert res.tokens == count_messages(res.messages, encoding="cl100k_base") <= 1000
     # The current turn, in its own zone: 23:30 at UTC-5 is the 21st, whatever the UTC date says.
-    assert res.messages[-1]["content"] == "What did I fix yesterday?\n[dates: yesterday = 2023-05-20]"
+    # It is also the latest message, so "now" (said today).
+    assert res.messages[-1]["content"] == "What did I fix yesterday?\n[said 2023-05-21, today; dates: yesterday = 2023-05-20]"
     kept = [m["content"] for m in res.messages[:-1]]
-    assert any("\n[dates: yesterday = 2023-05-" in c for c in kept)
+    assert any("dates: yesterday = 2023-05-" in c for c in kept)
     # The words stay as written: each kept message is its original plus the note.
     originals = {m["content"] for m in msgs}
     assert all(strip_date_annotations(c) in originals or c.startswith("[summary]") for c in kept)
@@ -299,8 +305,10 @@ def test_engine_switch_and_what_is_never_annotated() -> None:
     res = ContextEngine(encoding="cl100k_base").optimize(msgs, budget=4000)
     out = res.messages
     assert [m["content"] for m in out[:3]] == ["Answer about yesterday.", "pinned: yesterday", "no stamp: yesterday"]
-    assert out[3]["content"] == "calling about yesterday\n[dates: yesterday = 2023-05-07]" and out[3]["tool_calls"] == [call]
+    assert (out[3]["content"] == "calling about yesterday\n[said 2023-05-08, today; dates: yesterday = 2023-05-07]"
+            and out[3]["tool_calls"] == [call])
     assert out[4]["content"] == '{"note": "yesterday"}'
+    # The same day as the message before it: the day is said once.
     assert out[5]["content"] == "And yesterday?\n[dates: yesterday = 2023-05-07]"
     assert res.tokens == count_messages(out, encoding="cl100k_base")
     off = ContextEngine(encoding="cl100k_base", config=EngineConfig(annotate_dates=False)).optimize(msgs, budget=4000)
@@ -318,9 +326,9 @@ def test_session_annotates_its_verbatim_tail_and_keeps_its_prefix() -> None:
     assert grown.report.cache.kept
     assert grown.messages[:len(first.messages)] == first.messages
     assert [m["content"] for m in grown.messages][:2] == [
-        "Turn 0: yesterday I did thing 0.\n[dates: yesterday = 2023-04-30]",
-        "Turn 1: yesterday I did thing 1.\n[dates: yesterday = 2023-05-01]"]
-    assert grown.messages[-1]["content"] == "And tomorrow?\n[dates: tomorrow = 2023-05-12]"
+        "Turn 0: yesterday I did thing 0.\n[said 2023-05-01; dates: yesterday = 2023-04-30]",
+        "Turn 1: yesterday I did thing 1.\n[said 2023-05-02; dates: yesterday = 2023-05-01]"]
+    assert grown.messages[-1]["content"] == "And tomorrow?\n[said 2023-05-11; dates: tomorrow = 2023-05-12]"
     assert grown.tokens == count_messages(grown.messages, encoding="cl100k_base") <= 4000
 
 
@@ -344,15 +352,18 @@ def dated_chats(draw):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(dated_chats(), st.integers(40, 2000), st.sampled_from(["optimal", "windowed", "compacted", "multi_level"]))
-def test_annotated_output_fits_exactly_and_keeps_the_current_turn(msgs, budget, strategy) -> None:
+@given(dated_chats(), st.integers(40, 2000), st.sampled_from(["optimal", "windowed", "compacted", "multi_level"]),
+       st.sampled_from([None, "2023-12-25T00:00:00Z", "2024-01-02T12:00:00+09:00", "2026-01-01T00:00:00Z"]))
+def test_annotated_output_fits_exactly_and_keeps_the_current_turn(msgs, budget, strategy, now) -> None:
     engine = ContextEngine(encoding="cl100k_base", config=EngineConfig(strategy=strategy))
     try:
-        res = engine.optimize(msgs, budget=budget)
+        res = engine.optimize(msgs, budget=budget, now=now)
     except BudgetError:
         return
     assert res.tokens == count_messages(res.messages, encoding="cl100k_base") <= budget
     contents = [strip_date_annotations(m["content"]) for m in res.messages]
+    days = [said_day(split_date_note(m["content"])[1]) for m in res.messages]
+    assert len([d for d in days if d]) == len(set(d for d in days if d))  # each day said once
     for m in msgs:
         if m.get("pinned"):
             assert m["content"] in [x["content"] for x in res.messages]  # pins verbatim, never annotated
@@ -396,3 +407,148 @@ def test_date_note_lists_each_phrase_once(text, note) -> None:
 )
 def test_asks_about_time(question: str, about_time: bool) -> None:
     assert asks_about_time(question) is about_time
+
+
+# -- when a message was said, counted from now ----------------------------------------
+
+
+D = dt.date
+
+
+@pytest.mark.parametrize("then, now, phrase", [
+    (D(2023, 6, 17), D(2023, 6, 17), "today"),
+    (D(2023, 6, 16), D(2023, 6, 17), "yesterday"),
+    (D(2023, 6, 15), D(2023, 6, 17), "2 days ago"),
+    (D(2023, 6, 17), D(2023, 6, 20), "3 days ago"),
+    (D(2023, 3, 20), D(2023, 4, 1), "12 days ago"),  # across a month's end
+    (D(2023, 6, 4), D(2023, 6, 17), "13 days ago"),
+    (D(2023, 6, 3), D(2023, 6, 17), "2 weeks ago"),
+    (D(2023, 4, 1), D(2023, 5, 1), "4 weeks ago"),
+    (D(2023, 4, 19), D(2023, 6, 17), "8 weeks ago"),  # 59 days
+    (D(2023, 2, 14), D(2023, 4, 18), "2 months ago"),
+    (D(2023, 11, 1), D(2024, 2, 1), "3 months ago"),  # across a year's end
+    (D(2023, 11, 2), D(2024, 2, 1), "2 months ago"),  # a day short of three calendar months
+    (D(2024, 2, 29), D(2024, 6, 1), "3 months ago"),  # from a leap day
+    (D(2022, 7, 1), D(2024, 6, 30), "23 months ago"),
+    (D(2022, 6, 1), D(2024, 6, 1), "2 years ago"),
+    (D(2013, 6, 18), D(2023, 6, 17), "9 years ago"),
+    (D(2023, 6, 18), D(2023, 6, 17), "1 day after now"),  # a message in the future of now
+    (D(2023, 6, 20), D(2023, 6, 17), "3 days after now"),
+    (D(2023, 7, 1), D(2023, 6, 17), "2 weeks after now"),
+    (D(2023, 9, 17), D(2023, 6, 17), "3 months after now"),
+])
+def test_age_phrase(then: dt.date, now: dt.date, phrase: str) -> None:
+    assert age_phrase(then, now) == phrase
+
+
+def test_age_phrase_takes_the_day_of_a_datetime_and_rejects_the_rest() -> None:
+    assert age_phrase(dt.datetime(2023, 6, 16, 23, 59), dt.datetime(2023, 6, 17, 0, 1)) == "yesterday"
+    with pytest.raises(InvalidTypeError, match="then, now"):
+        age_phrase("2023-06-16", D(2023, 6, 17))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("anchor, now, note", [
+    ("2023-06-17T17:40:00", "2023-06-20T16:30:00", "said 2023-06-17, 3 days ago"),
+    ("2023-06-17T17:40:00", None, "said 2023-06-17"),
+    # 23:30 at UTC-5 is the 21st there; now (03:00 UTC on the 22nd) is still the 21st in that zone.
+    ("2023-05-21T23:30:00-05:00", "2023-05-22T03:00:00Z", "said 2023-05-21, today"),
+    ("2023-05-21T23:30:00-05:00", "2023-05-22T06:00:00Z", "said 2023-05-21, yesterday"),
+    # Naive and epoch-second times are UTC.
+    (dt.datetime(2023, 5, 21, 12), dt.datetime(2023, 5, 28, 12), "said 2023-05-21, 7 days ago"),
+    (1684670400, 1684670400 + 86400 * 30, "said 2023-05-21, 4 weeks ago"),
+    (dt.datetime(2023, 5, 21, 12, tzinfo=EST), D(2023, 5, 20), "said 2023-05-21, 1 day after now"),
+])
+def test_said_note_in_the_message_time_zone(anchor, now, note) -> None:
+    assert said_note(anchor, now) == note
+
+
+@pytest.mark.parametrize("now, error, match", [
+    ("next tuesday", InvalidInputError, "now: 'next tuesday' is not ISO 8601"),
+    (True, InvalidTypeError, "now: expected"),
+    (1e20, InvalidInputError, "now: epoch seconds"),
+])
+def test_said_note_names_a_bad_now(now, error, match) -> None:
+    with pytest.raises(error, match=match):
+        said_note(MON, now)
+
+
+def test_a_said_note_joins_the_date_note_and_comes_off_whole_or_in_part() -> None:
+    noted = with_date_note("I went rafting yesterday.", "2023-06-17T17:40:00", said=True, now="2023-06-20T09:00:00")
+    assert noted == "I went rafting yesterday.\n[said 2023-06-17, 3 days ago; dates: yesterday = 2023-06-16]"
+    body, note = split_date_note(noted)
+    assert body == "I went rafting yesterday." and strip_date_annotations(noted) == body
+    assert said_day(note) == "2023-06-17" and without_said(note) == "[dates: yesterday = 2023-06-16]"
+    only = with_date_note("Rafting was fun.", "2023-06-17T17:40:00", said=True, now="2023-06-17T20:00:00")
+    assert only == "Rafting was fun.\n[said 2023-06-17, today]"
+    assert split_date_note(only) == ("Rafting was fun.", "[said 2023-06-17, today]") and without_said("[said 2023-06-17, today]") == ""
+    assert with_date_note(only, MON, said=True, now=MON) == only  # a second pass adds nothing
+    assert said_day("[dates: yesterday = 2023-06-16]") == "" and without_said("[dates: x = 2023-06-16]") == "[dates: x = 2023-06-16]"
+    # Without `said` nothing changes from before.
+    assert with_date_note("Rafting was fun.", MON) == "Rafting was fun."
+
+
+def _days_chat() -> list[dict]:
+    """Two messages on each of three days, then a question three days after the last."""
+    msgs = []
+    for day, topic in ((10, "rafting in Oregon"), (12, "a bird watching workshop"), (17, "the New Yorker issue")):
+        msgs.append({"role": "user", "content": f"I talked about {topic} today.", "timestamp": f"2023-06-{day}T09:00:00Z"})
+        msgs.append({"role": "assistant", "content": f"Noted: {topic}.", "timestamp": f"2023-06-{day}T09:01:00Z"})
+    msgs.append({"role": "user", "content": "How many days ago did I go rafting?", "timestamp": "2023-06-20T16:30:00Z"})
+    return msgs
+
+
+def test_the_engine_says_when_on_the_first_kept_message_of_each_day() -> None:
+    engine = ContextEngine(encoding="cl100k_base")
+    res = engine.optimize(_days_chat(), budget=4000)
+    notes = [split_date_note(m["content"])[1] for m in res.messages]
+    assert notes == [
+        "[said 2023-06-10, 10 days ago; dates: today = 2023-06-10]", "",
+        "[said 2023-06-12, 8 days ago; dates: today = 2023-06-12]", "",
+        "[said 2023-06-17, 3 days ago; dates: today = 2023-06-17]", "",
+        "[said 2023-06-20, today]",
+    ]
+    assert res.tokens == count_messages(res.messages, encoding="cl100k_base")
+    # `now` moves the count, not the days; the originals stay as passed.
+    later = engine.optimize(_days_chat(), budget=4000, now=dt.datetime(2023, 9, 1, tzinfo=dt.timezone.utc))
+    assert [split_date_note(m["content"])[1].split(";")[0] for m in later.messages[::2]] == [
+        "[said 2023-06-10, 2 months ago", "[said 2023-06-12, 2 months ago", "[said 2023-06-17, 2 months ago",
+        "[said 2023-06-20, 2 months ago]"]
+    # Without its neighbour, the second message of a day says the day itself.
+    alone = engine.optimize([m for k, m in enumerate(_days_chat()) if k != 2], budget=4000)
+    assert alone.messages[2]["content"] == "Noted: a bird watching workshop.\n[said 2023-06-12, 8 days ago]"
+    off = ContextEngine(encoding="cl100k_base", config=EngineConfig(annotate_dates=False)).optimize(_days_chat(), budget=4000)
+    assert [m["content"] for m in off.messages] == [m["content"] for m in _days_chat()]
+
+
+@pytest.mark.parametrize("now, error, match", [
+    ("the day after", InvalidInputError, r"now: 'the day after' is not ISO 8601"),
+    (float("nan"), InvalidInputError, "now: must be finite"),
+    (1e20, InvalidInputError, "now: .* outside the calendar"),
+    ([2023, 6, 20], InvalidTypeError, "now: expected ISO 8601 str, datetime or number, got list"),
+])
+def test_optimize_names_a_bad_now(now, error, match) -> None:
+    with pytest.raises(error, match=match):
+        ContextEngine(encoding="cl100k_base").optimize(_days_chat(), budget=4000, now=now)
+
+
+def test_a_time_question_keeps_the_notes_another_question_gives_up() -> None:
+    engine = ContextEngine(encoding="cl100k_base")
+    noted = {}
+    for question in ("What did I fix yesterday?", "Which deploy script did I fix?"):
+        res = engine.optimize(_chat(), budget=1000, query=question)
+        assert res.tokens == count_messages(res.messages, encoding="cl100k_base") <= 1000
+        noted[question] = sum("\n[said " in m["content"] or "\n[dates: " in m["content"] for m in res.messages[:-1])
+    assert noted["What did I fix yesterday?"] > 0 == noted["Which deploy script did I fix?"]
+
+
+def test_a_session_says_the_day_only_and_its_prefix_stays_put_as_days_pass() -> None:
+    session = ContextEngine(encoding="cl100k_base").session()
+    msgs = _days_chat()[:-1]
+    first = session.optimize(msgs, budget=4000)
+    grown = session.optimize([*msgs, *_days_chat()[-1:], {"role": "assistant", "content": "Since the 10th.",
+                                                          "timestamp": "2023-06-20T16:31:00Z"}], budget=4000)
+    assert grown.report.cache.kept and grown.messages[:len(first.messages)] == first.messages
+    notes = [split_date_note(m["content"])[1] for m in grown.messages]
+    # A count from "now" would go stale in the kept prefix: only the day, once per day.
+    assert notes == ["[said 2023-06-10; dates: today = 2023-06-10]", "", "[said 2023-06-12; dates: today = 2023-06-12]",
+                     "", "[said 2023-06-17; dates: today = 2023-06-17]", "", "[said 2023-06-20]", ""]

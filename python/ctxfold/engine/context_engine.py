@@ -6,6 +6,7 @@ is summarised, cleared or dropped is archived so `restore` can return it."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import numbers
 import time
 from collections.abc import Mapping, Sequence
@@ -17,11 +18,13 @@ from ctxfold._core import Tokenizer
 from ctxfold.engine.archive import DEFAULT_ARCHIVE_BYTES, Archive, answer_recall
 from ctxfold.engine.config import EngineConfig
 from ctxfold.engine.messages import (
-    current_turn, hard_protected, parse_messages, parse_with_repairs, tool_groups, with_date_annotations,
+    current_turn, hard_protected, latest_time, parse_messages, parse_now, parse_with_repairs, said_after_first, tool_groups,
+    with_date_annotations,
 )
 from ctxfold.engine.cache import DEFAULT_CACHE_BYTES, CachingEmbedder, EngineCache, check_bytes
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 from ctxfold.engine.layers import layer_messages
+from ctxfold.engine.options import KEEP
 from ctxfold.engine.plan import Plan, plan_context
 from ctxfold.engine.render import render
 from ctxfold.engine.run import RunContext
@@ -136,6 +139,7 @@ class ContextEngine:
         system: str | None = None,
         budget: int | None = None,
         layers: dict[str, Any] | None = None,
+        now: Any = None,
     ) -> ContextResult:
         """Fit `messages` into `budget` tokens (default `config.budget`).
 
@@ -144,7 +148,28 @@ class ContextEngine:
         adds memory and knowledge (`identity`, `preferences`, `topic`,
         `entity`, `conversation_arc`, `retrieval`/`knowledge`) sized by
         `plan_layers` and placed after the system prompt, before the history.
+        `now` (a datetime, ISO 8601 text or epoch seconds, read as message
+        timestamps are; default: the latest message timestamp) is the time
+        the date notes count from: a kept timestamped message, the first of
+        its day among those kept, says when it was said, ``[said 2023-06-17,
+        3 days ago]`` (with ``EngineConfig(annotate_dates=True)``).
         """
+        return self._optimize(messages, query=query, system=system, budget=budget, layers=layers,
+                              now=parse_now(now), relative=True)
+
+    def _optimize(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        query: str | None,
+        system: str | None,
+        budget: int | None,
+        layers: dict[str, Any] | None,
+        now: dt.datetime | None,
+        relative: bool,
+    ) -> ContextResult:
+        """`optimize`; `relative`: the notes say how long before `now` (else only the day, which never
+        goes stale: a cache-aware session sends a note again long after it was written)."""
         timings: dict[str, float] = {}
         clock = time.perf_counter()
 
@@ -174,7 +199,8 @@ class ContextEngine:
         # The caller's sizes, for the report; the plan prices the annotated texts.
         sizes = [it.tokens for it in items]
         if self.config.annotate_dates:
-            items = with_date_annotations(items, self.tokenizer, self.cache)
+            now = (now or latest_time(items)) if relative else None
+            items = with_date_annotations(items, self.tokenizer, self.cache, said=True, now=now)
         last_user = next((it.text for it in reversed(items) if it.role == "user"), None)
         query = self._query(items, query)
         question_is_current = last_user is None or query == last_user
@@ -189,6 +215,13 @@ class ContextEngine:
         scores, layers = score_items(items, run)
         lap("score")
         plan = plan_context(items, scores, run)
+        if self.config.annotate_dates:
+            # Each message was priced with its day; only the first kept of a day says it: plan again at that price.
+            sent = [i for i, c in enumerate(plan.choices) if c == KEEP and i not in plan.plain]
+            repriced = said_after_first(items, sent, self.tokenizer, self.cache)
+            if repriced is not None:
+                items = repriced
+                plan = plan_context(items, scores, run)
         strategy = plan.strategy
         lap("plan")
         out, tokens, results = render(items, plan, scores, layers, run, sizes)

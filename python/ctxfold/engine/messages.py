@@ -30,12 +30,13 @@ from ctxfold.engine.archive import tool_call_names
 from ctxfold.engine.cache import EngineCache
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 from ctxfold.engine.repair import Entry, OnInvalid, RepairLog, repair_entries
-from ctxfold.text.temporal import split_date_note, with_date_note
+from ctxfold.text.temporal import said_day, said_note, split_date_note, with_date_note, without_said
 from ctxfold.tokens import _collect_message, message_costs
 from ctxfold.engine.results import Item, Repair
 
 __all__ = [
-    "parse_messages", "parse_with_repairs", "message_text", "with_date_annotations", "people_in_chat", "tool_groups",
+    "parse_messages", "parse_with_repairs", "message_text", "with_date_annotations", "latest_time", "parse_now",
+    "said_after_first", "people_in_chat", "tool_groups",
     "current_turn", "hard_protected", "API_KEYS", "ROLES",
 ]
 
@@ -94,18 +95,25 @@ def parse_with_repairs(
     return items, log.repairs()
 
 
-def with_date_annotations(items: Sequence[Item], tokenizer: Tokenizer, cache: EngineCache | None = None) -> list[Item]:
+def with_date_annotations(
+    items: Sequence[Item], tokenizer: Tokenizer, cache: EngineCache | None = None, *,
+    said: bool = False, now: dt.datetime | None = None, said_once: bool = False,
+) -> list[Item]:
     """The items with the dates of the relative references in the text
     content of each timestamped user and assistant message added on a line
     after it (`ctxfold.text.temporal.with_date_note`: ``[dates: yesterday =
     2023-05-07]``, in the timestamp's own time zone; the message's words stay
     as written) and their costs counted again, so the plan prices the text it
-    will send. System,
+    will send. `said`: the line also names the message's day, and how long
+    before `now` it was when `now` is given (``[said 2023-06-17, 3 days
+    ago]``); `said_once`: only on a message whose day differs from the
+    previous such message's. System,
     developer and tool messages, pinned messages, tool call arguments and
     messages without a timestamp stay as given; `Item.text` (what scoring
     reads) and `Item.source` (what `restore` returns) stay the original."""
     out = list(items)
     changed: list[tuple[int, dict[str, Any]]] = []
+    last_day: dt.date | None = None
     for i, it in enumerate(items):
         content = it.message.get("content")
         if it.timestamp is None or it.pinned or it.role not in ("user", "assistant") or not isinstance(content, str):
@@ -114,18 +122,84 @@ def with_date_annotations(items: Sequence[Item], tokenizer: Tokenizer, cache: En
             anchor = dt.datetime.fromtimestamp(it.timestamp, dt.timezone(dt.timedelta(seconds=it.utc_offset)))
         except (OverflowError, OSError, ValueError):
             continue  # a timestamp outside the calendar names no date
-        annotated = _annotated(content, anchor, cache)
+        annotated = dated = _annotated(content, anchor, cache)
+        if said and not (said_once and anchor.date() == last_day) and not split_date_note(content)[1]:
+            when = said_note(anchor, now)
+            body, note = split_date_note(annotated)
+            annotated = f"{body}\n[{when}; {note[1:]}" if note else f"{content}\n[{when}]"
+        last_day = anchor.date()
         if annotated != content:
-            changed.append((i, {**it.message, "content": annotated}))
+            changed.append((i, {**it.message, "content": annotated}, {**it.message, "content": dated}))
     if not changed:
         return out
-    messages = [m for _, m in changed]
+    messages = [m for _, m, _ in changed] + [m for _, _, m in changed]
     costs = (cache.costs_of(messages, lambda todo: message_costs(todo, tokenizer)) if cache is not None
              else message_costs(messages, tokenizer))
-    for (i, message), cost in zip(changed, costs):
+    for (i, message, _), cost, dated_cost in zip(changed, costs, costs[len(changed):]):
         note = split_date_note(message["content"])[1]
-        out[i] = msgspec.structs.replace(items[i], message=message, tokens=cost, date_note=note)
+        out[i] = msgspec.structs.replace(items[i], message=message, tokens=cost, date_note=note,
+                                         note_tokens=cost - dated_cost + items[i].note_tokens)
     return out
+
+
+def said_after_first(items: Sequence[Item], sent: Sequence[int], tokenizer: Tokenizer,
+                     cache: EngineCache | None = None) -> list[Item] | None:
+    """The items with the ``said`` part taken out of the notes of the
+    messages that would follow one of their own day among `sent` (the
+    indices a plan keeps with their notes): those in `sent` after the first
+    of their day, and any other whose nearest kept message before it is of
+    its day. Costs are counted again; None when no message of `sent` loses
+    its day (the plan then already pays for what it sends).
+    A plan made with them prices what rendering sends, where only the first
+    message of a day says it."""
+    out = list(items)
+    changed: list[tuple[int, dict[str, Any], str]] = []
+    kept = set(sent)
+    last = ""
+    for i, it in enumerate(items):
+        day = said_day(it.date_note)
+        if not day:
+            continue
+        if day == last:
+            body = str(it.message["content"])[: -len(it.date_note) - 1]
+            rest = without_said(it.date_note)
+            changed.append((i, {**it.message, "content": f"{body}\n{rest}" if rest else body}, rest))
+        if i in kept:
+            last = day
+    if not any(i in kept for i, _, _ in changed):
+        return None
+    messages = [m for _, m, _ in changed]
+    costs = (cache.costs_of(messages, lambda todo: message_costs(todo, tokenizer)) if cache is not None
+             else message_costs(messages, tokenizer))
+    for (i, message, rest), cost in zip(changed, costs):
+        if cost <= items[i].tokens:  # a shorter text that counts more would break the price
+            out[i] = msgspec.structs.replace(items[i], message=message, tokens=cost, date_note=rest,
+                                             note_tokens=cost - items[i].tokens + items[i].note_tokens)
+    return out
+
+
+def latest_time(items: Sequence[Item]) -> dt.datetime | None:
+    """The latest timestamp of `items`, in the time zone it was given in (None when none has one)."""
+    stamped = [it for it in items if it.timestamp is not None]
+    if not stamped:
+        return None
+    last = max(stamped, key=lambda it: it.timestamp)  # type: ignore[arg-type, return-value]
+    try:
+        return dt.datetime.fromtimestamp(last.timestamp, dt.timezone(dt.timedelta(seconds=last.utc_offset)))  # type: ignore[arg-type]
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def parse_now(value: Any) -> dt.datetime | None:
+    """`optimize(now=...)` as an aware datetime: ISO 8601 text, a datetime
+    (naive: UTC) or epoch seconds, read as message timestamps are; None stays None."""
+    seconds, offset = _timestamp(value, "now", label="now")
+    if seconds is None:
+        return None
+    try:
+        return dt.datetime.fromtimestamp(seconds, dt.timezone(dt.timedelta(seconds=offset)))
+    except (OverflowError, OSError, ValueError):
+        raise InvalidInputError(f"now: {value!r} is outside the calendar (years 1 to 9999); pass a date in range") from None
 
 
 def _annotated(content: str, anchor: dt.datetime, cache: EngineCache | None) -> str:
@@ -357,9 +431,11 @@ def _importance(value: Any, where: str) -> float:
     return float(value)
 
 
-def _timestamp(value: Any, where: str) -> tuple[float | None, float]:
+def _timestamp(value: Any, where: str, label: str | None = None) -> tuple[float | None, float]:
     """ISO 8601 text, a datetime, or epoch seconds, as epoch seconds and the
-    offset from UTC it was given in (naive datetimes are taken as UTC)."""
+    offset from UTC it was given in (naive datetimes are taken as UTC);
+    errors name `label` (default: the message's ``timestamp`` key)."""
+    name = label or f"{where}['timestamp']"
     if value is None:
         return None, 0.0
     if isinstance(value, dt.datetime):
@@ -368,17 +444,17 @@ def _timestamp(value: Any, where: str) -> tuple[float | None, float]:
         return stamp.timestamp(), offset.total_seconds() if offset is not None else 0.0
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if not math.isfinite(value):
-            raise InvalidInputError(f"{where}['timestamp']: must be finite, got {value}")
+            raise InvalidInputError(f"{name}: must be finite, got {value}")
         return float(value), 0.0
     if isinstance(value, str):
         try:
             return _iso_seconds(value)
         except ValueError:
             raise InvalidInputError(
-                f"{where}['timestamp']: {value!r} is not ISO 8601; use e.g. '2024-05-01T12:00:00Z', "
+                f"{name}: {value!r} is not ISO 8601; use e.g. '2024-05-01T12:00:00Z', "
                 "a datetime, or epoch seconds"
             ) from None
-    raise InvalidTypeError(f"{where}['timestamp']: expected ISO 8601 str, datetime or number, got {type(value).__name__}")
+    raise InvalidTypeError(f"{name}: expected ISO 8601 str, datetime or number, got {type(value).__name__}")
 
 
 @functools.lru_cache(maxsize=65536)

@@ -134,11 +134,12 @@ def message_values(scores: np.ndarray, items: Sequence[Item] | None = None) -> n
 
 
 def length_weights(items: Sequence[Item]) -> np.ndarray:
-    """(tokens / median tokens of the same role) ** LENGTH_POWER per message
+    """(tokens without the date note / median tokens of the same role) ** LENGTH_POWER per message
     (PEOPLE_LENGTH_POWER in a chat between two people): 1 for a message of its
     role's typical length."""
     power = LENGTH_POWER if people_in_chat(items) is None else PEOPLE_LENGTH_POWER
-    tokens = np.array([max(it.tokens, 1) for it in items], dtype=np.float64)
+    # A date note says when, not what: the length that counts is the message's own.
+    tokens = np.array([max(it.tokens - it.note_tokens, 1) for it in items], dtype=np.float64)
     roles = np.array([it.role for it in items], dtype=object)
     relative = np.ones(len(items))
     for role in set(roles.tolist()):

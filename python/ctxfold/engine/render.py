@@ -17,7 +17,7 @@ from ctxfold.engine.messages import hard_protected
 from ctxfold.engine.options import CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_MARKER
 from ctxfold.engine.plan import Plan, gap_marker
 from ctxfold.summarize.protocol import Summarizer
-from ctxfold.text.temporal import split_date_note
+from ctxfold.text.temporal import said_day, split_date_note, without_said
 from ctxfold.tokens import REPLY_PRIMING, count_messages, message_costs
 from ctxfold.engine.results import Item, ItemResult, Status
 from ctxfold.engine.run import RunContext
@@ -45,6 +45,7 @@ def render(
         contents[i] = head_tail(str(items[i].message.get("content") or ""), limit, tokenizer)
     for i, text in [*plan.placeholders.items(), *plan.plain.items()]:
         contents[i] = text
+    _said_once(items, plan.choices, contents, tokenizer)
     for i, note in plan.references.items():
         contents[i] = f"{contents.get(i, items[i].message['content'])}\n{note}"
     chunk_messages = _chunk_summaries(items, plan.chunks, summarizer, cache, tokenizer)
@@ -130,6 +131,29 @@ def _summaries(
                 SUMMARY_MARKER, summary, plan.summary_targets[i], tokenizer)
         out[i] = text
     return out
+
+
+def _said_once(items: Sequence[Item], choices: Sequence[int], contents: dict[int, str], tokenizer: Tokenizer) -> None:
+    """Only the first message of each day among those sent keeps the ``said``
+    part of its note: the ones after it on that day are read under it. Each is
+    priced with it, so taking it out only frees tokens (kept when it does not)."""
+    last = ""
+    for i, (it, choice) in enumerate(zip(items, choices)):
+        if choice != KEEP and not (choice == SUMMARY and i in contents):
+            continue  # not sent as a message of its own (dropped, cleared, or inside a chunk's summary)
+        text = contents.get(i, it.message.get("content"))
+        if not isinstance(text, str):
+            continue
+        body, note = split_date_note(text)
+        day = said_day(note)
+        if not day:
+            continue
+        if day == last:
+            rest = without_said(note)
+            shorter = f"{body}\n{rest}" if rest else body
+            if int(tokenizer.count(shorter)) <= int(tokenizer.count(text)):
+                contents[i] = shorter
+        last = day
 
 
 # The fewest tokens a summary keeps beside a date note (a short sentence).

@@ -49,6 +49,8 @@ class Item(msgspec.Struct, kw_only=True):
     """The caller's message this item came from, as passed (for `restore`)."""
     date_note: str = ""
     """The line of dates added after the content (`with_date_annotations`), or ""."""
+    note_tokens: int = 0
+    """What `date_note` adds to `tokens`."""
 
 
 class ItemResult(msgspec.Struct, kw_only=True):

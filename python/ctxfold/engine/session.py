@@ -181,8 +181,9 @@ class CacheAwareSession:
             messages, engine.tokenizer, system=system, cache=engine.cache, on_invalid=engine.config.on_invalid
         )
         if engine.config.annotate_dates:
-            # The verbatim tail says when too, priced as sent (segments are annotated by `optimize`).
-            items = with_date_annotations(items, engine.tokenizer, engine.cache)
+            # The verbatim tail says when too, priced as sent (segments are annotated by `optimize`); only the
+            # day, once per day, as a note that counted from "now" would go stale in the kept prefix.
+            items = with_date_annotations(items, engine.tokenizer, engine.cache, said=True, said_once=True)
         query = engine._query(items, query)
         key = (budget, system)
         before = self._sent
@@ -242,15 +243,17 @@ class CacheAwareSession:
             if room // 2 >= _MIN_SEGMENT_TOKENS and (not kept or room // 2 >= _DENSITY_FLOOR * kept[-1].density * source):
                 room //= 2
             try:
-                result = self.engine.optimize([_as_passed(it) for it in items[start:current]], query=_SEGMENT_QUERY,
-                                              budget=room + REPLY_PRIMING)
+                result = self.engine._optimize([_as_passed(it) for it in items[start:current]], query=_SEGMENT_QUERY,
+                                               system=None, budget=room + REPLY_PRIMING, layers=None, now=None,
+                                               relative=False)
             except BudgetError:
                 continue
             self._segments = [*kept, _Segment(start, current, copy.deepcopy(result.messages),
                                               result.tokens - REPLY_PRIMING, _shifted(result.items, start), source)]
             return result.report
         # The current turn leaves no room for a segment: the engine fits everything at once.
-        result = self.engine.optimize([_as_passed(it) for it in items], query=query, budget=budget)
+        result = self.engine._optimize([_as_passed(it) for it in items], query=query, system=None, budget=budget,
+                                       layers=None, now=None, relative=False)
         self._segments = [_Segment(0, len(items), copy.deepcopy(result.messages), result.tokens - REPLY_PRIMING,
                                    list(result.items), sum(it.tokens for it in items))]
         return result.report

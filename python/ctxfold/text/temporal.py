@@ -10,7 +10,13 @@ anchor)` writes the resolved dates in place: ``yesterday [2023-05-07]``,
 ``last week [2023-04-24 to 2023-04-30]``; `with_date_note(text, anchor)`
 leaves the words as written and adds one line after them,
 ``[dates: yesterday = 2023-05-07; last week = 2023-04-24 to 2023-04-30]``
-(what the engine sends: a quote of the message stays a quote).
+(what the engine sends: a quote of the message stays a quote). Given a
+`now`, the note also says when the message itself was written and how long
+before `now` that is: ``[said 2023-06-17, 3 days ago; dates: yesterday =
+2023-06-16]`` (`age_phrase`: "today", "yesterday", days under two weeks,
+weeks under 60 days, calendar months under two years, then years; a message
+after `now` reads "3 days after now"). The day is the message's, in its own
+time zone, and `now` is read in that time zone too.
 
 Rules:
 
@@ -48,7 +54,8 @@ from ctxfold.errors import InvalidInputError, InvalidTypeError
 
 __all__ = [
     "DateReference", "resolve_dates", "annotate_dates", "date_note", "with_date_note", "anchor_date",
-    "strip_date_annotations", "split_date_note", "asks_about_time",
+    "strip_date_annotations", "split_date_note", "asks_about_time", "age_phrase", "said_note", "said_day",
+    "without_said",
 ]
 
 # Confidence of each kind of resolution: words that name one day exactly,
@@ -132,8 +139,11 @@ _DATE_AFTER = re.compile(
     re.IGNORECASE | re.VERBOSE,
 )
 _ANNOTATION = re.compile(r" \[\d{4}-\d{2}-\d{2}(?: to \d{4}-\d{2}-\d{2})?\]")
-# The line `with_date_note` adds at the end of a text.
-_NOTE = re.compile(r"\n\[dates: [^\n\]]*\]\Z")
+# The line `with_date_note` adds at the end of a text: when it was said, the dates it names, or both.
+_NOTE = re.compile(r"\n\[(?:said \d{4}-\d{2}-\d{2}[^\n\];]*(?:; dates: [^\n\]]*)?|dates: [^\n\]]*)\]\Z")
+_SAID = re.compile(r"\[said (\d{4}-\d{2}-\d{2})[^\n\];]*(?:; |(?=\]))")
+# Spans shorter than these read in the smaller unit ("13 days ago", "8 weeks ago").
+AGE_DAYS, AGE_WEEKS_DAYS, AGE_MONTHS = 14, 60, 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,13 +323,119 @@ def date_note(text: str, anchor: Any, *, min_confidence: float = MIN_ANNOTATE_CO
     return f"[dates: {'; '.join(phrases.values())}]" if phrases else ""
 
 
-def with_date_note(text: str, anchor: Any, *, min_confidence: float = MIN_ANNOTATE_CONFIDENCE) -> str:
+def with_date_note(text: str, anchor: Any, *, min_confidence: float = MIN_ANNOTATE_CONFIDENCE,
+                   said: bool = False, now: Any = None) -> str:
     """`text` as written, followed by its `date_note` on a line of its own
-    (`text` itself when it has no dates to add or already ends with a note)."""
+    (`text` itself when it has no dates to add or already ends with a note).
+    `said`: the note also names the anchor's day, and with a `now` how long
+    before it (`said_note`), as in ``[said 2023-06-17, 3 days ago; dates:
+    yesterday = 2023-06-16]``."""
     if isinstance(text, str) and _NOTE.search(text):
         return text
     note = date_note(text, anchor, min_confidence=min_confidence)
+    when = said_note(anchor, now) if said and anchor is not None else ""
+    if when:
+        note = f"[{when}; {note[1:]}" if note else f"[{when}]"
     return f"{text}\n{note}" if note else text
+
+
+def age_phrase(then: dt.date, now: dt.date) -> str:
+    """How long before the day `now` the day `then` is: "today",
+    "yesterday", "N days ago" under two weeks, "N weeks ago" under 60 days,
+    "N months ago" (whole calendar months) under two years, then "N years
+    ago"; a day after `now` takes the same units, "N days after now"."""
+    if not isinstance(then, dt.date) or not isinstance(now, dt.date):
+        raise InvalidTypeError(f"then, now: expected dates, got {type(then).__name__} and {type(now).__name__}")
+    then, now = _day(then), _day(now)
+    days = (now - then).days
+    if days == 0:
+        return "today"
+    if days == 1:
+        return "yesterday"
+    early, late = (then, now) if days > 0 else (now, then)
+    span = abs(days)
+    if span < AGE_DAYS:
+        n, unit = span, "day"
+    elif span < AGE_WEEKS_DAYS:
+        n, unit = span // 7, "week"
+    else:
+        months = (late.year - early.year) * 12 + late.month - early.month - (late.day < early.day)
+        n, unit = (months, "month") if months < AGE_MONTHS else (months // 12, "year")
+    amount = f"{n} {unit}{'s' if n != 1 else ''}"
+    return f"{amount} ago" if days > 0 else f"{amount} after now"
+
+
+def said_note(anchor: Any, now: Any = None) -> str:
+    """When a message written at `anchor` was said: ``said 2023-06-17`` (its
+    day in its own time zone), with ``, 3 days ago`` (`age_phrase`) when
+    `now` (a datetime, ISO 8601 text or epoch seconds, naive: UTC; or a
+    date) is given, `now` read in the anchor's time zone. "" when `anchor` is None."""
+    if anchor is None:
+        return ""
+    day = anchor_date(anchor)
+    if day is None:
+        return ""
+    if now is None:
+        return f"said {day.isoformat()}"
+    if isinstance(now, dt.date) and not isinstance(now, dt.datetime):
+        today = now  # a day is the same day in any zone
+    else:
+        zone = _zone(anchor)
+        moment = _moment(now, "now")
+        today = moment.astimezone(zone).date() if zone is not None else moment.date()
+    return f"said {day.isoformat()}, {age_phrase(day, today)}"
+
+
+def said_day(note: str) -> str:
+    """The ISO day a note's ``said`` part names ("" when it has none)."""
+    found = _SAID.match(note)
+    return found.group(1) if found else ""
+
+
+def without_said(note: str) -> str:
+    """`note` without its ``said`` part: ``[dates: ...]``, or "" when that was all of it."""
+    found = _SAID.match(note)
+    if not found:
+        return note
+    rest = note[found.end():]
+    return f"[{rest}" if rest != "]" else ""
+
+
+def _day(value: dt.date) -> dt.date:
+    return value.date() if isinstance(value, dt.datetime) else value
+
+
+def _zone(anchor: Any) -> dt.tzinfo | None:
+    """The time zone a message's day is taken in (as `anchor_date` takes it)."""
+    if isinstance(anchor, dt.datetime):
+        return anchor.tzinfo or dt.timezone.utc
+    if isinstance(anchor, str):
+        return _moment(anchor, "anchor").tzinfo
+    if isinstance(anchor, (int, float)) and not isinstance(anchor, bool):
+        return dt.timezone.utc
+    return None
+
+
+def _moment(value: Any, name: str) -> dt.datetime:
+    """`value` (a datetime, ISO 8601 text or epoch seconds) as an aware datetime (naive: UTC)."""
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return dt.datetime.fromtimestamp(value, dt.timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise InvalidInputError(f"{name}: epoch seconds {value!r} are outside the calendar") from None
+    if isinstance(value, str):
+        try:
+            found = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInputError(
+                f"{name}: {value!r} is not ISO 8601; use e.g. '2023-06-20T16:30:00Z', a datetime, or epoch seconds"
+            ) from None
+        return found if found.tzinfo else found.replace(tzinfo=dt.timezone.utc)
+    raise InvalidTypeError(f"{name}: expected a datetime, ISO 8601 str or epoch seconds, got {type(value).__name__}")
 
 
 def split_date_note(text: str) -> tuple[str, str]:
