@@ -364,7 +364,8 @@ class CacheAwareSession:
         """What the question needs that the segments hold only in part or not
         at all, within `room` tokens, once some of the `recall_top` messages
         the engine values most for it stand out (`_QUOTE_SPREAD` standard
-        deviations above the mean value): those first, then the other
+        deviations above the mean value, `_PAST_QUOTE_SPREAD` for a question
+        about the past): those first, then the other
         messages the segments lost, each group most valued per square root of
         its tokens first. `need` is the cost of quoting the ones that stand
         out (what may force a compaction)."""
