@@ -365,10 +365,10 @@ class CacheAwareSession:
         at all, within `room` tokens, once some of the `recall_top` messages
         the engine values most for it stand out (`_QUOTE_SPREAD` standard
         deviations above the mean value, `_PAST_QUOTE_SPREAD` for a question
-        about the past): those first, then the other
-        messages the segments lost, each group most valued per square root of
-        its tokens first. `need` is the cost of quoting the ones that stand
-        out (what may force a compaction)."""
+        about the past): those first, then the other messages the segments
+        lost, each group most valued per square root of its tokens first.
+        `need` is the cost of quoting the ones that stand out (what may force
+        a compaction)."""
         items, current = turn.items, turn.current
         end = self._end()
         if not self.recall_top or not self._segments or current < end or current >= len(items) or room <= 0:
@@ -395,6 +395,8 @@ class CacheAwareSession:
         chosen: list[int] = []
         cost = 0
         for i in [*order(standing), *order(missing - standing)]:
+            if cost + items[i].tokens - _QUOTE_SLACK > room:
+                continue  # cannot fit: spares rendering and counting a quote per message of a long history
             trial_cost = self._quote_cost(items, [*chosen, i])
             if trial_cost <= room:
                 chosen, cost = [*chosen, i], trial_cost
@@ -402,12 +404,11 @@ class CacheAwareSession:
         return _Wanted(chosen, cost, need)
 
     def _quote_cost(self, items: list[Any], indexes: list[int]) -> int:
-        """Tokens of quoting `items[indexes]` in the prefix or in the recall tail, whichever is more."""
+        """Tokens of quoting `items[indexes]` under the longer header (the quote's or the recall tail's)."""
         if not indexes:
             return 0
-        ordered = sorted(indexes)
-        return max(message_costs([_quote_message(items, ordered), _quote_message(items, ordered, _TAIL_HEADER)],
-                                 self.engine.tokenizer))
+        # The header is a paragraph of its own, so the two renderings differ by the same count whatever they quote.
+        return message_costs([_quote_message(items, sorted(indexes), _LONGER_HEADER)], self.engine.tokenizer)[0]
 
     def _split(self, items: list[Any], chosen: list[int],
                room: int) -> tuple[dict[str, Any] | None, int, list[int], list[int]]:
@@ -489,7 +490,11 @@ _PAST_QUOTE_SPREAD = 2.0
 _SEGMENT_QUERY = ""
 
 
+_QUOTE_HEADER = "Earlier in this conversation (quoted again for the current question):"
 _TAIL_HEADER = "Earlier in this conversation (recalled for the current question only):"
+_LONGER_HEADER = max(_QUOTE_HEADER, _TAIL_HEADER, key=len)
+#: A message costs at least its own tokens less this once quoted (its role and framing become an id line).
+_QUOTE_SLACK = 8
 
 
 class _Wanted(msgspec.Struct, frozen=True):
@@ -511,7 +516,7 @@ def _current_start(items: list[Any]) -> int:
 
 def _quote_message(items: list[Any], indexes: list[int], header: str | None = None) -> dict[str, Any]:
     """The user message quoting `items[indexes]`, in conversation order, each under its id."""
-    parts = [header or "Earlier in this conversation (quoted again for the current question):"]
+    parts = [header or _QUOTE_HEADER]
     for i in indexes:
         it = items[i]
         who = f"result of {it.tool_name}" if it.role == "tool" and it.tool_name else it.role
