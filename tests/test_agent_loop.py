@@ -150,11 +150,10 @@ def turn_ends(msgs: list[dict]) -> list[int]:
 SESSION_ENGINE = ContextEngine(encoding="cl100k_base")
 
 
-@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(agent_conversations(), st.integers(4, 6_000), st.floats(0.0, 0.9), st.integers(0, 8))
-def test_cache_aware_session_promises_hold_turn_after_turn(msgs, budget, reserve, recall_top) -> None:
-    session = SESSION_ENGINE.session(reserve=reserve, recall_top=recall_top)
+def replay_session(session, msgs: list[dict], budget: int) -> int:
+    """Every call an agent makes over `msgs`, each output checked; how many had a recall tail."""
     previous: list[dict] | None = None
+    tails = 0
     for end in [*turn_ends(msgs), len(msgs)]:
         history = msgs[:end]
         try:
@@ -166,10 +165,70 @@ def test_cache_aware_session_promises_hold_turn_after_turn(msgs, budget, reserve
         check_output(history, res, budget)
         if res.messages:
             assert res.cache_breakpoint is not None and 0 <= res.cache_breakpoint < len(res.messages)
-        if res.report.cache.kept and previous is not None:
+        cache = res.report.cache
+        if cache.tail:
+            # The recall tail: right after the breakpoint, just before the current turn, quoting earlier messages.
+            tails += 1
+            bp = res.cache_breakpoint
+            tail = res.messages[bp + 1]
+            user = max(i for i, m in enumerate(history) if m["role"] == "user")
+            assert tail["role"] == "user" and tail["content"].startswith("Earlier in this conversation")
+            assert res.messages[bp + 2]["content"] == history[user]["content"]
+            assert cache.tail_tokens == count_messages([tail], encoding="cl100k_base") - 3
+            ids = {str(r.id): r.index for r in res.items}
+            for i in cache.tail:
+                assert ids[i] < user and f"[{i}, " in tail["content"]
+                assert str(history[ids[i]].get("content") or "") in tail["content"]
+        else:
+            assert cache.tail_tokens == 0
+        if cache.kept and previous is not None:
             # What the last call marked as stable is where this one starts.
-            assert res.messages[: len(previous)] == previous, res.report.cache
+            assert res.messages[: len(previous)] == previous, cache
         previous = res.messages[: (res.cache_breakpoint or 0) + 1]
+    return tails
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(agent_conversations(), st.integers(4, 6_000), st.floats(0.0, 0.9), st.integers(0, 8))
+def test_cache_aware_session_promises_hold_turn_after_turn(msgs, budget, reserve, recall_top) -> None:
+    replay_session(SESSION_ENGINE.session(reserve=reserve, recall_top=recall_top), msgs, budget)
+
+
+@st.composite
+def conversations_asking_about_the_past(draw):
+    """Facts stated early, an agent conversation after them, and a question about some of the facts
+    (sometimes answered by a tool round): what the recall tail is for."""
+    facts = draw(st.integers(2, 14))
+    msgs: list[dict] = []
+    for k in range(facts):
+        name = draw(st.sampled_from(["staging", "billing", "search", "backup"]))
+        msgs.append({"role": "user", "content": f"Note {k}: the {name} server {k} listens on port {5400 + k}. " + _text(draw, 20)})
+        msgs.append({"role": "assistant", "content": "Noted."})
+    msgs += draw(agent_conversations())
+    asked = draw(st.sampled_from(["staging", "billing", "search", "backup"]))
+    msgs.append({"role": "user", "content": f"Which ports does the {asked} server listen on?"})
+    if draw(st.booleans()):
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_q", "type": "function", "function": {"name": "search", "arguments": "{}"}}]})
+        msgs.append({"role": "tool", "tool_call_id": "call_q", "content": _text(draw)})
+    return msgs
+
+
+TAILS: list[int] = []
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(conversations_asking_about_the_past(), st.integers(200, 4_000), st.floats(0.0, 0.9), st.floats(0.05, 1.0))
+def test_the_recall_tail_keeps_the_promises(msgs, budget, reserve, quote_share) -> None:
+    session = SESSION_ENGINE.session(reserve=reserve, quote_share=quote_share)
+    TAILS.append(replay_session(session, msgs, budget))
+
+
+def test_the_recall_tail_was_exercised() -> None:
+    # The property above means something only if some of its conversations got a tail.
+    if not TAILS:
+        pytest.skip("run with the property test above")
+    assert sum(t > 0 for t in TAILS) >= len(TAILS) // 10, TAILS
 
 
 @settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -102,22 +102,74 @@ def test_a_question_about_something_compacted_away_gets_it_quoted_before_the_cur
     quote = result.messages[-2]
     assert quote["role"] == "user" and fact in quote["content"] and "[fact, user]" in quote["content"]
     assert result.messages[-1]["content"] == question["content"]
-    assert result.cache_breakpoint == len(result.messages) - 1  # the quote is part of the prefix the next call keeps
-    assert "quoted again" in status["fact"].reason
-    assert any("quoted for the question: fact" in h for h in result.report.highlights)
+    cache = result.report.cache
+    if "fact" in cache.tail:
+        # The recall tail is outside the prefix: the breakpoint is before it, and its tokens are counted.
+        assert result.cache_breakpoint == len(result.messages) - 3
+        assert quote["content"].startswith("Earlier in this conversation (recalled")
+        assert cache.tail_tokens == ContextEngine(encoding="cl100k_base").count([quote]) - 3
+        assert "recalled in the tail" in status["fact"].reason
+        assert any(h.startswith("recall tail") and "fact" in h for h in result.report.highlights)
+    else:
+        assert result.cache_breakpoint == len(result.messages) - 1  # the quote is part of the prefix the next call keeps
+        assert "quoted again" in status["fact"].reason
+        assert any("quoted for the question: fact" in h for h in result.report.highlights)
     assert_openai(result.messages)
     system, turns = to_anthropic(result.messages, cache_breakpoint=result.cache_breakpoint)
     assert_anthropic(system, turns)
     marked = [b for t in turns for b in t["content"] if "cache_control" in b]
     assert len(marked) == 1 and marked[0]["cache_control"] == {"type": "ephemeral"}
-    # The next turn reads the quote from the cache and does not quote the fact again.
+    # The next turn keeps what the breakpoint marked, and holds the fact at most once.
     answer = {"role": "assistant", "content": "Port 5433.", "id": "answer"}
     again = {"role": "user", "content": "And which port does the staging database listen on now?", "id": "q2"}
     following = session.optimize([*msgs, question, answer, again], budget=BUDGET)
     assert following.tokens <= BUDGET
     if following.report.cache.kept:
-        assert following.messages[: len(result.messages)] == result.messages
-        assert sum(fact in m["content"] for m in following.messages) == 1
+        stable = result.messages[: result.cache_breakpoint + 1]
+        assert following.messages[: len(stable)] == stable
+    assert sum(fact in m["content"] for m in following.messages) <= 1
+
+
+def test_the_recall_tail_is_sent_for_its_turn_only_and_the_reserve_stays_free() -> None:
+    # Many facts the question singles out, more than fit within the compaction target beside the prefix.
+    facts = [{"role": "user", "content": f"Note {k}: the staging database {k} listens on port {5400 + k}.",
+              "id": f"fact{k}"} for k in range(12)]
+    msgs = [m for k, f in enumerate(facts) for m in (f, {"role": "assistant", "content": "Noted.", "id": f"ack{k}"})]
+    msgs += chat(40)
+    session = engine().session(quote_share=0.5)
+    replay(session, msgs)
+    question = {"role": "user", "content": "Which ports do the staging databases listen on?", "id": "q"}
+    result = session.optimize([*msgs, question], budget=BUDGET)
+    cache = result.report.cache
+    assert result.tokens <= BUDGET and cache.tail, result.report.highlights
+    bp = result.cache_breakpoint
+    tail = result.messages[bp + 1]
+    assert tail["role"] == "user" and result.messages[bp + 2:] == [{"role": "user", "content": question["content"]}]
+    for i in cache.tail:
+        original = next(m["content"] for m in msgs if m["id"] == i)
+        assert f"[{i}, " in tail["content"] and original in tail["content"]
+    # What the breakpoint marks stays within the compaction target: the tail used the reserve for this turn only.
+    counter = ContextEngine(encoding="cl100k_base")
+    assert counter.count(result.messages[: bp + 1]) <= BUDGET - 0.25 * BUDGET
+    assert result.tokens == counter.count(result.messages)
+    # A later call of the same turn (a tool round) sends the same tail; the next turn drops it.
+    call = {"role": "assistant", "content": None, "id": "call", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]}
+    done = {"role": "tool", "tool_call_id": "c1", "content": "ok", "id": "done"}
+    same_turn = session.optimize([*msgs, question, call, done], budget=BUDGET)
+    if same_turn.report.cache.kept:
+        assert same_turn.messages[: bp + 1] == result.messages[: bp + 1]
+        assert set(same_turn.report.cache.tail) <= set(cache.tail)
+        if same_turn.report.cache.tail == cache.tail:
+            assert same_turn.messages[bp + 1] == tail
+    answer = {"role": "assistant", "content": "Ports 5400 to 5411.", "id": "answer"}
+    later = {"role": "user", "content": "Thanks. How is the next build going?", "id": "q2"}
+    following = session.optimize([*msgs, question, call, done, answer, later], budget=BUDGET)
+    assert following.tokens <= BUDGET
+    if following.report.cache.kept:
+        assert following.messages[: bp + 1] == result.messages[: bp + 1]
+        assert tail not in following.messages
+    assert_openai(following.messages)
 
 
 def test_a_changed_history_or_budget_starts_afresh() -> None:

@@ -246,9 +246,11 @@ class ContextEngine:
         it. `pricing`: a `CachePricing` (default Anthropic's); `reserve`: the
         share of the budget a compaction leaves free for the turns after it;
         `recall_top`: how many of the messages the engine values most for the
-        question are quoted before the current turn when the prefix lost
-        them (0: never); `quote_share`: the most of the budget one turn's
-        quote may take."""
+        question are looked at for one that stands out, which makes the turn
+        quote what the prefix lost before the current turn (0: never);
+        `quote_share`: the most of the budget one turn's quote may take
+        (the part beyond the compaction target is the recall tail, sent for
+        that turn only)."""
         from ctxfold.engine.session import CacheAwareSession
 
         return CacheAwareSession(self, pricing=pricing, reserve=reserve, recall_top=recall_top,

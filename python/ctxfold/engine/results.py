@@ -97,6 +97,10 @@ class CacheReport(msgspec.Struct, kw_only=True):
     """Why the prefix was kept, or why it was compacted afresh."""
     prefix_tokens: int = 0
     """Tokens of the previous context at the start of this one (what a provider's cache can serve)."""
+    tail: list[str] = msgspec.field(default_factory=list)
+    """Ids of the messages the recall tail quotes (before the current turn, after the cache breakpoint)."""
+    tail_tokens: int = 0
+    """Tokens of the recall tail: sent for this turn only, so not served from the cache."""
 
 
 class Report(msgspec.Struct, kw_only=True, dict=True):

@@ -7,7 +7,10 @@ last time, byte for byte, and appends only the new messages; it compacts again
 (a full `ContextEngine.optimize`, down to the budget minus a reserve for the
 turns to come) only when the prefix plus the new messages no longer fit, or
 when compacting now saves more over the turns before the next forced
-compaction than the cache it throws away.
+compaction than the cache it throws away. What the turn's question needs
+from the compacted past is quoted before the current turn: in the prefix as
+far as the compaction target allows, the rest in a recall tail after the
+cache breakpoint, for that turn only.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ctxfold.engine.messages import parse_with_repairs, with_date_annotations
+from ctxfold.engine.scoring import recency_applies
 from ctxfold.errors import BudgetError, InvalidInputError, InvalidTypeError
 from ctxfold.tokens import REPLY_PRIMING, message_costs
 from ctxfold.engine.results import CacheReport, ContextResult, ItemResult, Report
@@ -107,17 +111,22 @@ class CacheAwareSession:
 
     The question of the turn is not left to a stale prefix: when some of the
     `recall_top` messages the engine values most for it stand out from the
-    rest and are no longer in the context verbatim, they are quoted in one
-    message just before the current turn, within `quote_share` of the budget.
-    The quote stays where it is for the turns after it, read from the cache
-    like the rest of the prefix (a later quote leaves out what an earlier one
-    holds), until the next compaction. Segments are planned without the
-    question of the turn that compacts: later questions are served by the
-    quotes, not by a prefix rewritten for each.
+    rest and are no longer in the context verbatim, the turn quotes what the
+    question needs, within `quote_share` of the budget: the messages that
+    stand out first, then the others the prefix lost, by value. The part of
+    the quote that fits within the compaction target stays in the prefix,
+    read from the cache on the turns after it (a later quote leaves out what
+    an earlier one holds) until the next compaction; the rest is the recall
+    tail, sent once just before the current turn, after the cache
+    breakpoint, so it never takes the room kept for the turns to come.
+    Segments are planned without the question of the turn that compacts:
+    later questions are served by the quotes, not by a prefix rewritten for
+    each.
 
-    The result's `report.cache` says whether the prefix was kept and why not;
-    `cache_breakpoint` is the index of the last message the next call keeps
-    as it is (where Anthropic's ``cache_control`` belongs). A history that
+    The result's `report.cache` says whether the prefix was kept and why not,
+    and which messages the recall tail quotes; `cache_breakpoint` is the
+    index of the last message the next call keeps as it is (where
+    Anthropic's ``cache_control`` belongs), before the recall tail. A history that
     changed before its end (as repaired, see `EngineConfig.on_invalid`), or
     another budget or system prompt, starts afresh.
     """
@@ -163,6 +172,8 @@ class CacheAwareSession:
         self._turn = -1
         # Quotes in the tail: (the message index they precede, the message, its tokens, the quoted indexes).
         self._quotes: list[tuple[int, dict[str, Any], int, list[int]]] = []
+        # The current turn's recall tail, outside the prefix: (the turn's start, the message, its tokens, the indexes as chosen).
+        self._tail: tuple[int, dict[str, Any], int, list[int]] | None = None
 
     def optimize(
         self,
@@ -203,7 +214,7 @@ class CacheAwareSession:
         wanted = self._quote(turn, room=self._quote_room(budget)) if turn.new else _NO_QUOTE
         if total > budget:
             reason = reason or f"the prefix and the new messages ({total} tokens) exceed the budget"
-        elif wanted[1] > budget - total:
+        elif wanted.need > budget - total:
             reason = reason or "the messages the question needs do not fit beside the prefix"
         elif reason is None and self._worth_compacting(items, budget, current, total):
             reason = "compacting now saves more before the prefix would overflow than the cache it discards"
@@ -261,16 +272,19 @@ class CacheAwareSession:
     # -- the context ----------------------------------------------------------------------
 
     def _finish(self, turn: Turn, report: Report | None, cache: CacheReport, budget: int, started: float,
-                quote: tuple[dict[str, Any] | None, int, list[int]] | None = None) -> ContextResult:
+                quote: _Wanted | None = None) -> ContextResult:
         """The segments, the messages after them with the quotes among them,
         and this turn's quote of what the question needs (before the current
         turn; `quote` when it was chosen before a compaction was ruled out,
-        else chosen here): all of it is the prefix the next call keeps."""
+        else chosen here) as far as it fits within the compaction target:
+        all of it is the prefix the next call keeps. Then the rest of the
+        quote, the recall tail, just before the current turn."""
         items, current = turn.items, turn.current
         end = self._end()
         tail = items[end:]
         self._inputs = [(it.id, it.message) for it in items]
         self._turn = current
+        previous_tail, self._tail = self._tail, None
         results = [r for s in self._segments for r in s.results] + [
             ItemResult(id=it.id, index=it.index, role=it.role, status="kept", tokens_in=it.tokens,
                        tokens_out=it.tokens, score=0.0, reason="after the last compaction")
@@ -279,7 +293,10 @@ class CacheAwareSession:
         if quote is None:  # after a compaction: the segments changed, so does what they lost
             quote = self._quote(turn, room=min(self._quote_room(budget),
                                                budget - self._tokens() - sum(it.tokens for it in tail) - REPLY_PRIMING))
-        quote_message, quote_tokens, quoted = quote
+        # The prefix keeps the quote only within the compaction target: the reserve is for the turns to come.
+        loose = self._tokens() + sum(it.tokens for it in tail) + REPLY_PRIMING
+        quote_message, quote_tokens, quoted, spill = self._split(
+            items, quote.chosen, budget - math.ceil(self.reserve * budget) - loose)
         if quote_message is not None:
             self._quotes.append((current, quote_message, quote_tokens, sorted(quoted)))
         highlights = [f"prefix: {cache.prefix_tokens} tokens kept as before, {len(tail)} message(s) after the last compaction"]
@@ -300,6 +317,26 @@ class CacheAwareSession:
         self._sent = prefix
         tokens = prefix + REPLY_PRIMING
         breakpoint_at = len(messages) - 1
+        if spill:
+            self._tail = self._recall_tail(items, current, spill, room=budget - tokens)
+        elif previous_tail is not None and previous_tail[0] == current and not turn.new and report is None:
+            # The turn's later calls send the same tail while it fits (they share a cache), else what of it fits.
+            self._tail = previous_tail if previous_tail[2] <= budget - tokens else self._recall_tail(
+                items, current, previous_tail[3], room=budget - tokens)
+        if self._tail is not None and end <= current < len(items):
+            _, tail_message, tail_tokens, recalled = self._tail
+            first = len(messages) - (len(items) - current)  # the current turn's first message
+            messages.insert(first, tail_message)
+            breakpoint_at = first - 1  # the next turn chooses its own tail
+            tokens += tail_tokens
+            for i in recalled:
+                results[i] = msgspec.structs.replace(
+                    results[i], reason=f"{results[i].reason}; recalled in the tail before the current turn".lstrip("; "))
+            highlights.append("recall tail (after the cache breakpoint, for this turn only): "
+                              + ", ".join(items[i].id for i in sorted(recalled)))
+            cache = msgspec.structs.replace(cache, tail=[items[i].id for i in sorted(recalled)], tail_tokens=tail_tokens)
+        else:
+            self._tail = None
         counts = {s: sum(r.status == s for r in results) for s in ("kept", "summarized", "cleared", "dropped")}
         elapsed = {"total": (time.perf_counter() - started) * 1e3}
         tokens_in = sum(it.tokens for it in items) + REPLY_PRIMING
@@ -326,32 +363,83 @@ class CacheAwareSession:
             turn.scores, _ = score_items(turn.items, engine._run(turn.budget, turn.query))
         return turn.scores
 
-    def _quote(self, turn: Turn, *, room: int) -> tuple[dict[str, Any] | None, int, list[int]]:
-        """One user message quoting those of the `recall_top` messages the
-        engine values most that the segments hold only in part or not at all,
-        most valued first while they fit `room` tokens."""
+    def _quote(self, turn: Turn, *, room: int) -> _Wanted:
+        """What the question needs that the segments hold only in part or not
+        at all, within `room` tokens, once some of the `recall_top` messages
+        the engine values most for it stand out (`_QUOTE_SPREAD` standard
+        deviations above the mean value, `_PAST_QUOTE_SPREAD` for a question
+        about the past): those first, then the other messages the segments
+        lost, each group most valued per square root of its tokens first.
+        `need` is the cost of quoting the ones that stand out (what may force
+        a compaction)."""
         items, current = turn.items, turn.current
         end = self._end()
         if not self.recall_top or not self._segments or current < end or current >= len(items) or room <= 0:
-            return None, 0, []
+            return _NO_QUOTE
         missing = {r.index for s in self._segments for r in s.results if r.status != "kept"}
         missing -= {i for q in self._quotes for i in q[3]}
         if not missing:
-            return None, 0, []
+            return _NO_QUOTE
         scores = self._scores(turn)
         top = sorted(range(current), key=lambda i: -float(scores[i]))[: self.recall_top]
         past = scores[:current]
-        # Only what stands out for this question is quoted, so a turn whose evidence is not singled out adds nothing.
-        bar = float(past.mean() + _QUOTE_SPREAD * past.std())
-        top = [i for i in top if float(scores[i]) >= bar]
+        # Only a question that singles out older messages gets a quote, so a turn about the present adds nothing;
+        # a question about the past (no recency pull) is answered from older messages, so its bar is lower.
+        spread = _QUOTE_SPREAD if recency_applies(turn.query) else _PAST_QUOTE_SPREAD
+        bar = float(past.mean() + spread * past.std())
+        standing = {i for i in top if float(scores[i]) >= bar and i in missing}
+        if not standing:
+            return _NO_QUOTE
+
+        def order(group: set[int]) -> list[int]:
+            # The room is a knapsack: value per root of size keeps the best while fitting more of them.
+            return sorted(group, key=lambda i: -float(scores[i]) / math.sqrt(max(items[i].tokens, 1)))
+
         chosen: list[int] = []
-        quote, cost = None, 0
-        for i in (i for i in top if i in missing):
-            trial = _quote_message(items, sorted([*chosen, i]))
+        cost = 0
+        for i in [*order(standing), *order(missing - standing)]:
+            if cost + items[i].tokens - _QUOTE_SLACK > room:
+                continue  # cannot fit: spares rendering and counting a quote per message of a long history
+            trial_cost = self._quote_cost(items, [*chosen, i])
+            if trial_cost <= room:
+                chosen, cost = [*chosen, i], trial_cost
+        need = self._quote_cost(items, [i for i in chosen if i in standing])
+        return _Wanted(chosen, cost, need)
+
+    def _quote_cost(self, items: list[Any], indexes: list[int]) -> int:
+        """Tokens of quoting `items[indexes]` under the longer header (the quote's or the recall tail's)."""
+        if not indexes:
+            return 0
+        # The header is a paragraph of its own, so the two renderings differ by the same count whatever they quote.
+        return message_costs([_quote_message(items, sorted(indexes), _LONGER_HEADER)], self.engine.tokenizer)[0]
+
+    def _split(self, items: list[Any], chosen: list[int],
+               room: int) -> tuple[dict[str, Any] | None, int, list[int], list[int]]:
+        """The quote of those of `chosen` (in their order) that fit `room`
+        tokens, its tokens, their indexes, and the rest (for the recall tail)."""
+        kept: list[int] = []
+        spill: list[int] = []
+        message, cost = None, 0
+        for i in chosen:
+            trial = _quote_message(items, sorted([*kept, i]))
             trial_cost = message_costs([trial], self.engine.tokenizer)[0]
             if trial_cost <= room:
-                chosen, quote, cost = [*chosen, i], trial, trial_cost
-        return quote, cost, chosen
+                kept, message, cost = [*kept, i], trial, trial_cost
+            else:
+                spill.append(i)
+        return message, cost, kept, spill
+
+    def _recall_tail(self, items: list[Any], current: int, spill: list[int],
+                     room: int) -> tuple[int, dict[str, Any], int, list[int]] | None:
+        """The recall tail: those of `spill` (in their order) that fit `room` tokens, in one message."""
+        chosen: list[int] = []
+        message, cost = None, 0
+        for i in spill:
+            trial = _quote_message(items, sorted([*chosen, i]), _TAIL_HEADER)
+            trial_cost = message_costs([trial], self.engine.tokenizer)[0]
+            if trial_cost <= room:
+                chosen, message, cost = [*chosen, i], trial, trial_cost
+        return (current, message, cost, chosen) if message is not None else None
 
     def _worth_compacting(self, items: list[Any], budget: int, current: int, total: int) -> bool:
         """Under `pricing`: compacting the messages since the last compaction
@@ -397,13 +485,31 @@ class CacheAwareSession:
 _DENSITY_FLOOR = 0.5
 #: The smallest compacted segment worth making; below it, older segments are compacted too.
 _MIN_SEGMENT_TOKENS = 256
-#: How many standard deviations above the mean value for the question a message must be to be quoted.
-_QUOTE_SPREAD = 2.0
+#: How many standard deviations above the mean value for the question a message must be for the turn to quote.
+_QUOTE_SPREAD = 2.5
+#: The same for a question about the past (`recency_applies` false).
+_PAST_QUOTE_SPREAD = 2.0
 #: Segments are planned without the question of the turn that compacts, since the later questions differ.
 _SEGMENT_QUERY = ""
 
 
-_NO_QUOTE: tuple[dict[str, Any] | None, int, list[int]] = (None, 0, [])
+_QUOTE_HEADER = "Earlier in this conversation (quoted again for the current question):"
+_TAIL_HEADER = "Earlier in this conversation (recalled for the current question only):"
+_LONGER_HEADER = max(_QUOTE_HEADER, _TAIL_HEADER, key=len)
+#: A message costs at least its own tokens less this once quoted (its role and framing become an id line).
+_QUOTE_SLACK = 8
+
+
+class _Wanted(msgspec.Struct, frozen=True):
+    """A turn's quote as chosen: the indexes in their order, its tokens, and
+    the tokens of the part that may force a compaction."""
+
+    chosen: list[int]
+    tokens: int
+    need: int
+
+
+_NO_QUOTE = _Wanted([], 0, 0)
 
 
 def _current_start(items: list[Any]) -> int:
@@ -411,9 +517,9 @@ def _current_start(items: list[Any]) -> int:
     return next((i for i in range(len(items) - 1, -1, -1) if items[i].role == "user"), len(items))
 
 
-def _quote_message(items: list[Any], indexes: list[int]) -> dict[str, Any]:
+def _quote_message(items: list[Any], indexes: list[int], header: str | None = None) -> dict[str, Any]:
     """The user message quoting `items[indexes]`, in conversation order, each under its id."""
-    parts = ["Earlier in this conversation (quoted again for the current question):"]
+    parts = [header or _QUOTE_HEADER]
     for i in indexes:
         it = items[i]
         who = f"result of {it.tool_name}" if it.role == "tool" and it.tool_name else it.role
