@@ -15,7 +15,7 @@ import sys
 
 import ctxfold
 
-EXPECTED = "84edf86e148815249eb60023c1ec9af6"
+EXPECTED = "cdc79309d4b4a7c1ad692be6c40b8b58"
 
 WORDS = (
     "deploy database index migration latency cache invoice customer report budget schedule meeting "

@@ -204,3 +204,19 @@ def test_a_date_note_does_not_make_a_message_longer_for_its_value():
     noted = with_date_annotations(plain, TOK, said=True, now=dt.datetime(2023, 6, 1, tzinfo=dt.timezone.utc))
     assert all(n.date_note and n.tokens == p.tokens + n.note_tokens and n.note_tokens > 0 for n, p in zip(noted, plain))
     assert np.allclose(length_weights(noted), length_weights(plain))
+
+
+def test_the_day_said_is_worth_its_room_only_when_the_question_asks_when():
+    import datetime as dt
+
+    from ctxfold.engine.messages import with_date_annotations
+
+    msgs = [{"role": "user", "content": f"I fixed bug {k} in the deploy script.", "timestamp": f"2023-05-{10 + k:02d}T09:00:00Z"}
+            for k in range(6)]
+    now = dt.datetime(2023, 6, 1, tzinfo=dt.timezone.utc)
+    for question, share in (("Which bug did I fix?", 0.0), ("When did I fix bug 3?", TIME_NOTE_SHARE)):
+        items = with_date_annotations(parse_messages([*msgs, {"role": "user", "content": question}], TOK), TOK,
+                                      said=True, now=now)
+        assert items[0].date_note.startswith("[said 2023-05-10")
+        opts = options(items, 10_000, query=question)
+        assert opts.values[0, KEEP] - opts.values[0, PLAIN] == pytest.approx(opts.base[0] * share)

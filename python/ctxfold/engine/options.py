@@ -28,7 +28,7 @@ from ctxfold.engine.results import STATE_KINDS, Item
 from ctxfold.engine.run import RunContext
 from ctxfold.errors import BudgetError
 from ctxfold.text.entity_repository import critical_messages
-from ctxfold.text.temporal import asks_about_time
+from ctxfold.text.temporal import asks_about_time, without_said
 from ctxfold.tokens import REPLY_PRIMING, count_messages
 
 __all__ = [
@@ -309,14 +309,16 @@ def _plain_forms(
     members stay whole in that column, so the group can take it. Returns the
     content of each PLAIN form."""
     noted = [i for i, it in enumerate(items) if it.date_note and cost_rows[i][KEEP] <= room]
-    share = TIME_NOTE_SHARE if asks_about_time(run.query) else NOTE_SHARE
+    about_time = asks_about_time(run.query)
+    # The day a message was said answers questions about time; elsewhere only its dates are worth their room.
+    shares = {i: TIME_NOTE_SHARE if about_time else NOTE_SHARE if without_said(items[i].date_note) else 0.0 for i in noted}
     bodies = [str(items[i].message["content"])[: -len(items[i].date_note) - 1] for i in noted]
     plain = dict(zip(noted, bodies))
     body_tokens = dict(zip(noted, run.cache.count_texts(bodies, run.tokenizer)))
     for i, (cost, value) in enumerate(zip(cost_rows, value_rows)):
         if i in plain:
             cost.append(cost[KEEP] - text_tokens[i] + body_tokens[i])
-            value.append(value[KEEP] - float(base[i]) * share)
+            value.append(value[KEEP] - float(base[i]) * shares[i])
         elif groups[i] >= 0:
             cost.append(cost[KEEP])
             value.append(value[KEEP] * 0.999)
