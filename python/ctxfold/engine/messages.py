@@ -112,7 +112,7 @@ def with_date_annotations(
     messages without a timestamp stay as given; `Item.text` (what scoring
     reads) and `Item.source` (what `restore` returns) stay the original."""
     out = list(items)
-    changed: list[tuple[int, dict[str, Any]]] = []
+    changed: list[tuple[int, dict[str, Any], dict[str, Any]]] = []
     last_day: dt.date | None = None
     for i, it in enumerate(items):
         content = it.message.get("content")
@@ -135,6 +135,7 @@ def with_date_annotations(
     messages = [m for _, m, _ in changed] + [m for _, _, m in changed]
     costs = (cache.costs_of(messages, lambda todo: message_costs(todo, tokenizer)) if cache is not None
              else message_costs(messages, tokenizer))
+    # note_tokens: what the day said adds, beyond the message with only its dates (which counts as its length).
     for (i, message, _), cost, dated_cost in zip(changed, costs, costs[len(changed):]):
         note = split_date_note(message["content"])[1]
         out[i] = msgspec.structs.replace(items[i], message=message, tokens=cost, date_note=note,
