@@ -185,23 +185,12 @@ def anchor_date(anchor: Any) -> dt.date | None:
     UTC), a date, an ISO 8601 text, epoch seconds (UTC), or None."""
     if anchor is None:
         return None
-    if isinstance(anchor, dt.datetime):
-        return anchor.date()
-    if isinstance(anchor, dt.date):
+    if isinstance(anchor, dt.date) and not isinstance(anchor, dt.datetime):
         return anchor
-    if isinstance(anchor, (int, float)) and not isinstance(anchor, bool):
-        try:
-            return dt.datetime.fromtimestamp(anchor, dt.timezone.utc).date()
-        except (OverflowError, OSError, ValueError):
-            raise InvalidInputError(f"anchor: epoch seconds {anchor!r} are outside the calendar") from None
-    if isinstance(anchor, str):
-        try:
-            return dt.datetime.fromisoformat(anchor.strip().replace("Z", "+00:00")).date()
-        except ValueError:
-            raise InvalidInputError(
-                f"anchor: {anchor!r} is not ISO 8601; use e.g. '2023-05-08T09:30:00-05:00', a datetime, or epoch seconds"
-            ) from None
-    raise InvalidTypeError(f"anchor: expected a datetime, date, ISO 8601 str, epoch seconds or None, got {type(anchor).__name__}")
+    if isinstance(anchor, bool) or not isinstance(anchor, (dt.datetime, str, int, float)):
+        raise InvalidTypeError(f"anchor: expected a datetime, date, ISO 8601 str, epoch seconds or None, got {type(anchor).__name__}")
+    # An aware time keeps its own zone, so its date is the one its writer saw.
+    return _moment(anchor, "anchor").date()
 
 
 def resolve_dates(text: str, anchor: Any) -> list[DateReference]:
