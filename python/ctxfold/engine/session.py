@@ -413,15 +413,16 @@ class CacheAwareSession:
         # The header is a paragraph of its own, so the two renderings differ by the same count whatever they quote.
         return message_costs([_quote_message(items, sorted(indexes), _LONGER_HEADER)], self.engine.tokenizer)[0]
 
-    def _split(self, items: list[Any], chosen: list[int],
-               room: int) -> tuple[dict[str, Any] | None, int, list[int], list[int]]:
-        """The quote of those of `chosen` (in their order) that fit `room`
-        tokens, its tokens, their indexes, and the rest (for the recall tail)."""
+    def _split(self, items: list[Any], chosen: list[int], room: int,
+               header: str | None = None) -> tuple[dict[str, Any] | None, int, list[int], list[int]]:
+        """The quote (under `header`, default the quote's) of those of `chosen` (in their order)
+        that fit `room` tokens, its tokens, their indexes, and the rest (for
+        the recall tail)."""
         kept: list[int] = []
         spill: list[int] = []
         message, cost = None, 0
         for i in chosen:
-            trial = _quote_message(items, sorted([*kept, i]))
+            trial = _quote_message(items, sorted([*kept, i]), header)
             trial_cost = message_costs([trial], self.engine.tokenizer)[0]
             if trial_cost <= room:
                 kept, message, cost = [*kept, i], trial, trial_cost
@@ -432,13 +433,7 @@ class CacheAwareSession:
     def _recall_tail(self, items: list[Any], current: int, spill: list[int],
                      room: int) -> tuple[int, dict[str, Any], int, list[int]] | None:
         """The recall tail: those of `spill` (in their order) that fit `room` tokens, in one message."""
-        chosen: list[int] = []
-        message, cost = None, 0
-        for i in spill:
-            trial = _quote_message(items, sorted([*chosen, i]), _TAIL_HEADER)
-            trial_cost = message_costs([trial], self.engine.tokenizer)[0]
-            if trial_cost <= room:
-                chosen, message, cost = [*chosen, i], trial, trial_cost
+        message, cost, chosen, _ = self._split(items, spill, room, _TAIL_HEADER)
         return (current, message, cost, chosen) if message is not None else None
 
     def _worth_compacting(self, items: list[Any], budget: int, current: int, total: int) -> bool:
