@@ -217,7 +217,9 @@ def conversations_asking_about_the_past(draw):
 TAILS: list[int] = []
 
 
-@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+# Derandomized: the check below counts how many examples got a tail, which must not vary from run to run.
+@settings(max_examples=EXAMPLES // 2, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(conversations_asking_about_the_past(), st.integers(200, 4_000), st.floats(0.0, 0.9), st.floats(0.05, 1.0))
 def test_the_recall_tail_keeps_the_promises(msgs, budget, reserve, quote_share) -> None:
     session = SESSION_ENGINE.session(reserve=reserve, quote_share=quote_share)
