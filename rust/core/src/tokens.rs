@@ -186,33 +186,49 @@ impl TokenCounter {
     /// `cuts[m]` is the byte offset that keeps `m` tokens, for `m` in
     /// `0..=max_tokens`; `None` when the whole text has at most `max_tokens`.
     fn cut_points(&self, text: &str, max_tokens: usize, side: Side) -> Result<Option<Vec<usize>>> {
-        let spans = match (self, side) {
-            (TokenCounter::OpenAi(enc), Side::End) => {
-                spans_from_lengths(&enc.bpe().leading_token_lengths(text, max_tokens.saturating_add(1)))
+        let enc = match self {
+            TokenCounter::OpenAi(enc) => enc.bpe(),
+            TokenCounter::HuggingFace { tokenizer, .. } => {
+                let spans = huggingface::token_spans(tokenizer, text)?;
+                if spans.len() <= max_tokens {
+                    return Ok(None);
+                }
+                return Ok(Some(match side {
+                    Side::End => std::iter::once(0).chain(spans[..max_tokens].iter().map(|s| s.1)).collect(),
+                    Side::Start => std::iter::once(text.len())
+                        .chain(spans.iter().rev().take(max_tokens).map(|s| s.0))
+                        .collect(),
+                }));
             }
-            (TokenCounter::OpenAi(enc), Side::Start) => spans_from_lengths(&enc.bpe().token_lengths(text)),
-            (TokenCounter::HuggingFace { tokenizer, .. }, _) => huggingface::token_spans(tokenizer, text)?,
         };
-        if spans.len() <= max_tokens {
+        // Ids, not spans: a text that fits is known before any token is measured.
+        let ids = match side {
+            Side::End => enc.encode_leading(text, max_tokens.saturating_add(1)),
+            Side::Start => enc.encode_trailing(text, max_tokens.saturating_add(1)),
+        };
+        if ids.len() <= max_tokens {
             return Ok(None);
         }
-        Ok(Some(match side {
-            Side::End => std::iter::once(0).chain(spans[..max_tokens].iter().map(|s| s.1)).collect(),
-            Side::Start => std::iter::once(text.len())
-                .chain(spans.iter().rev().take(max_tokens).map(|s| s.0))
-                .collect(),
-        }))
+        let lens = enc.token_lens();
+        let mut cuts = Vec::with_capacity(max_tokens + 1);
+        match side {
+            Side::End => {
+                let mut at = 0;
+                cuts.push(at);
+                for &id in &ids[..max_tokens] {
+                    at += lens[id as usize] as usize;
+                    cuts.push(at);
+                }
+            }
+            Side::Start => {
+                let mut at = text.len();
+                cuts.push(at);
+                for &id in ids.iter().rev().take(max_tokens) {
+                    at -= lens[id as usize] as usize;
+                    cuts.push(at);
+                }
+            }
+        }
+        Ok(Some(cuts))
     }
-}
-
-fn spans_from_lengths(lengths: &[usize]) -> Vec<(usize, usize)> {
-    let mut start = 0;
-    lengths
-        .iter()
-        .map(|&len| {
-            let span = (start, start + len);
-            start += len;
-            span
-        })
-        .collect()
 }

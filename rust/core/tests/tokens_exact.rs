@@ -56,6 +56,17 @@ fn mismatches(encoding: Encoding, texts: &[String], check_ids: bool) -> Vec<Stri
             if check_ids && counter.encode(text).unwrap() != expected {
                 wrong.push(format!("ids differ: {}", shown()));
             }
+            if check_ids && n > 1 {
+                // Truncation encodes only a prefix or suffix cut at a piece boundary: its cut must be the reference's.
+                let half = n / 2;
+                for (side, kept) in [(Side::End, &expected[..half]), (Side::Start, &expected[n - half..])] {
+                    let cut = counter.truncate(text, half, side).unwrap();
+                    let exact = reference.decode(kept).ok().filter(|t| reference.encode_ordinary(t).len() <= half);
+                    if exact.is_some_and(|t| t != cut) || reference.encode_ordinary(cut).len() > half {
+                        wrong.push(format!("truncate({half}, {side:?}) differs: {}", shown()));
+                    }
+                }
+            }
             wrong
         })
         .collect()

@@ -4,11 +4,13 @@
 //! scanners instead of the regex, memoises whole pieces per thread and counts
 //! without building the id vector.
 //!
-//! `count_until` and `truncate` need to stop part-way through a text. The
-//! crate counts whole texts only, so the text is cut into segments at places
-//! where the pre-tokenizer always ends a piece (see `is_piece_boundary`), and
-//! the segments are counted or encoded in turn: the sum of their counts is the
-//! count of the whole text.
+//! `count_until` and `truncate` need to stop part-way through a text. For
+//! `count_until` the text is cut into segments at places where the
+//! pre-tokenizer always ends a piece (see `is_piece_boundary`), counted in
+//! turn: the sum of their counts is the count of the whole text, and a short
+//! text is counted by the crate's own loop. `truncate` encodes only a prefix
+//! or a suffix that ends or starts at such a boundary, long enough to hold
+//! the tokens it keeps.
 
 use std::sync::{LazyLock, OnceLock};
 
@@ -26,19 +28,28 @@ pub struct OpenAiBpe {
 }
 
 /// True when every piece of the cl100k_base and o200k_base pre-tokenizers
-/// ends at byte `at`: the byte before is `\n` and the byte at `at` is
-/// printable ASCII other than `/`.
+/// ends at byte `at`: either the byte before is `\n` and the byte at `at` is
+/// printable ASCII other than `/`, or the byte before is an ASCII letter and
+/// the byte at `at` a space.
 ///
-/// Why it holds, alternative by alternative of both patterns: the
-/// contractions, letter runs (whose optional first character excludes
+/// Why it holds, alternative by alternative of both patterns. After `\n`:
+/// the contractions, letter runs (whose optional first character excludes
 /// `\r\n`) and digit runs never contain `\n`; the punctuation run takes `\n`
 /// only in its tail `[\r\n]*` (o200k: `[\r\n/]*`), which stops at any other
-/// byte; the three whitespace alternatives stop at a non-space. So no piece
-/// spans `at`; and as no alternative looks behind, the pieces from `at` on
-/// are those of the text that starts there. The lookahead `(?!\S)` is only
-/// tried after `\s*[\r\n]+`, which already matches a run that ends in `\n`.
+/// byte; the three whitespace alternatives stop at a non-space. The
+/// lookahead `(?!\S)` is only tried after `\s*[\r\n]+`, which already
+/// matches a run that ends in `\n`. Between a letter and a space: the only
+/// alternatives that take a letter (letter runs, with o200k's contraction
+/// tails, and the contractions) end at a letter, and no alternative that
+/// takes a space takes a letter before it. So no piece spans `at`; and as no
+/// alternative looks behind, the pieces from `at` on are those of the text
+/// that starts there.
 fn is_piece_boundary(bytes: &[u8], at: usize) -> bool {
-    at > 0 && at < bytes.len() && bytes[at - 1] == b'\n' && matches!(bytes[at], 0x21..=0x7E) && bytes[at] != b'/'
+    if at == 0 || at >= bytes.len() {
+        return false;
+    }
+    let (before, after) = (bytes[at - 1], bytes[at]);
+    (before == b'\n' && matches!(after, 0x21..=0x7E) && after != b'/') || (before.is_ascii_alphabetic() && after == b' ')
 }
 
 /// `text` cut into consecutive segments of at least `SEGMENT_BYTES` (the last
@@ -96,30 +107,63 @@ impl OpenAiBpe {
         self.core.encode(text)
     }
 
-    fn token_lens(&self) -> &[u32] {
+    /// Byte length of each token, by id.
+    pub fn token_lens(&self) -> &[u32] {
         self.token_lens.get_or_init(|| {
             (0..self.core.vocab_size() as u32).map(|id| self.core.decode(&[id]).len() as u32).collect()
         })
     }
 
-    /// Byte lengths of the first tokens of `text`, at least `wanted` of them when
-    /// the text has that many; segments after that are not encoded.
-    pub fn leading_token_lengths(&self, text: &str, wanted: usize) -> Vec<usize> {
-        let lens = self.token_lens();
-        let mut lengths = Vec::with_capacity(wanted.min(text.len()).saturating_add(1));
-        for segment in segments(text) {
-            if lengths.len() >= wanted {
+    /// The first ids of `text`, at least `wanted` of them when the text has
+    /// that many (fewer only when they are all of its ids): the ids of a
+    /// prefix that ends at a piece boundary, which are the first ids of the
+    /// whole text's.
+    pub fn encode_leading(&self, text: &str, wanted: usize) -> Vec<u32> {
+        let bytes = text.as_bytes();
+        // Tokens average about four bytes: stop twice that far in, and go on further while short.
+        let mut reach = wanted.saturating_mul(8).max(64);
+        while reach < bytes.len() {
+            let mut at = reach;
+            while at < bytes.len() && !is_piece_boundary(bytes, at) {
+                at += 1;
+            }
+            if at >= bytes.len() {
                 break;
             }
-            lengths.extend(self.core.encode(segment).iter().map(|&t| lens[t as usize] as usize));
+            // `at` is at an ASCII byte, so on a character boundary.
+            let ids = self.core.encode(&text[..at]);
+            if ids.len() >= wanted {
+                return ids;
+            }
+            reach = at.saturating_mul(2);
         }
-        lengths
+        self.core.encode(text)
     }
 
-    /// Byte lengths of every token of `text`, in order.
-    pub fn token_lengths(&self, text: &str) -> Vec<usize> {
-        let lens = self.token_lens();
-        self.core.encode(text).iter().map(|&t| lens[t as usize] as usize).collect()
+    /// The last ids of `text`, at least `wanted` of them when the text has
+    /// that many (fewer only when they are all of its ids): the ids of a
+    /// suffix that starts at a piece boundary, which are the last ids of the
+    /// whole text's.
+    pub fn encode_trailing(&self, text: &str, wanted: usize) -> Vec<u32> {
+        let bytes = text.as_bytes();
+        // Tokens average about four bytes: start twice that far from the end, and go back further while short.
+        let mut reach = wanted.saturating_mul(8).max(64);
+        while reach < bytes.len() {
+            let mut at = bytes.len() - reach;
+            while at > 0 && !is_piece_boundary(bytes, at) {
+                at -= 1;
+            }
+            if at == 0 {
+                break;
+            }
+            // `at` is before an ASCII byte, so on a character boundary.
+            let ids = self.core.encode(&text[at..]);
+            if ids.len() >= wanted {
+                return ids;
+            }
+            reach = (bytes.len() - at).saturating_mul(2);
+        }
+        self.core.encode(text)
     }
 
     /// Bytes of the tokens `ids`, or the position of the first id outside the
@@ -154,5 +198,44 @@ mod tests {
         }
         assert_eq!(segments("").count(), 0);
         assert_eq!(segments(&"y".repeat(20_000)).count(), 1);
+    }
+
+    /// Texts where letters meet spaces, newlines, contractions, marks, digits and other scripts.
+    const TRICKY: &[&str] = &[
+        "It's what they'd said: DON'T stop, we'LL see.\nNext line  with  double  spaces \n\n /path x",
+        "camelCase HTTPServer fooBar_baz naïve café e\u{301} x \u{4e2d}\u{6587} text 12345 abc 1a b2 c",
+        "a b c d e f g h i j k l m n o p q r s t u v w x y z   trailing   \t\ttabs\r\nwindows line",
+        "emoji \u{1F600} then words, 'quoted' words and ’curly’ ones; x's y'S z're",
+    ];
+
+    #[test]
+    fn every_boundary_splits_the_encoding() {
+        for enc in [&*CL100K_BASE, &*O200K_BASE] {
+            for text in TRICKY {
+                let whole = enc.encode(text);
+                let bytes = text.as_bytes();
+                for at in (1..bytes.len()).filter(|&at| is_piece_boundary(bytes, at)) {
+                    let mut parts = enc.encode(&text[..at]);
+                    parts.extend(enc.encode(&text[at..]));
+                    assert_eq!(parts, whole, "boundary at {at} in {text:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn trailing_ids_are_the_last_ids_of_the_text() {
+        for enc in [&*CL100K_BASE, &*O200K_BASE] {
+            for text in TRICKY.iter().map(|t| t.repeat(40)).chain(TRICKY.iter().map(|t| t.to_string())) {
+                let whole = enc.encode(&text);
+                for wanted in [0, 1, 2, 7, 50, 101, 400, 5000] {
+                    let tail = enc.encode_trailing(&text, wanted);
+                    assert!(whole.ends_with(&tail), "not a suffix: wanted {wanted} of {text:?}");
+                    assert!(tail.len() >= wanted.min(whole.len()));
+                    let head = enc.encode_leading(&text, wanted);
+                    assert!(whole.starts_with(&head) && head.len() >= wanted.min(whole.len()));
+                }
+            }
+        }
     }
 }
