@@ -112,6 +112,20 @@ def test_truncate_cuts_on_a_token_boundary(text: str, budget: int, side: str) ->
             assert cut == expected
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("abZ  'sLl\n\t.,1é東🙂")), min_size=100, max_size=900),
+       st.integers(0, 60), st.sampled_from(["end", "start"]))
+def test_truncate_of_a_long_text_is_the_cut_of_its_whole_encoding(text: str, budget: int, side: str) -> None:
+    # Long enough that truncation encodes only a prefix or suffix of the text (the rule itself: tokens::openai tests).
+    ids = REFERENCE.encode_ordinary(text)
+    cut = truncate(text, budget, side, encoding="cl100k_base")
+    kept = ids[:budget] if side == "end" else ids[max(len(ids) - budget, 0):]
+    expected = REFERENCE.decode(kept)
+    if (text.startswith(expected) if side == "end" else text.endswith(expected)) and reference_count(expected) <= budget:
+        assert cut == expected
+    assert reference_count(cut) <= budget
+
+
 def test_count_until_on_a_large_text_stops_early() -> None:
     text = "word " * 200_000
     assert count_until(text, 1000, encoding="cl100k_base") is None
