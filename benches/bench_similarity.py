@@ -12,7 +12,9 @@ peer at the fastest of the settings tried on a 2-core machine: FAISS with its
 bundled OpenBLAS on one thread (otherwise it competes with FAISS's OpenMP
 threads for the cores) and, for many queries, its BLAS path
 (``distance_compute_blas_threshold = 20``; its default sends 64 queries down
-the one-query-at-a-time path). Each result must have numpy's ids (rows whose
+the one-query-at-a-time path). Each contender starts after a second of idle
+cores, so none is timed while the previous one's BLAS threads still spin.
+Each result must have numpy's ids (rows whose
 scores tie to float32 rounding may swap). The BLAS libraries loaded are
 printed first. Run without the environment's OpenBLAS tuning variables, e.g.
 ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m pytest
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import time
 
 import numpy as np
 import pytest
@@ -56,6 +59,7 @@ def test_cosine_numpy(benchmark):
 # --- top-k search ---------------------------------------------------------------------------
 
 N_ROWS, DIM, K = 100_000, 384, 10
+SETTLE_SECONDS = 1.0
 
 
 class Search:
@@ -144,6 +148,9 @@ def assert_numpy_ids(data: Search, queries: int, ids) -> None:
 def run_search(benchmark, data: Search, queries: int, name: str, call) -> None:
     benchmark.group = f"top_k {N_ROWS}x{DIM} float32, {queries} quer{'y' if queries == 1 else 'ies'}, k={K}"
     benchmark.extra_info["method"] = name
+    # BLAS worker threads keep spinning on the cores for a while after their last call (OpenBLAS about 0.1 s):
+    # every contender starts on idle cores, whichever ran before it.
+    time.sleep(SETTLE_SECONDS)
     ids, _ = benchmark.pedantic(call, args=(data.queries[queries],), rounds=20, warmup_rounds=2)
     assert_numpy_ids(data, queries, ids)
 
