@@ -224,7 +224,7 @@ mod tests {
     }
 
     #[test]
-    fn trailing_ids_are_the_last_ids_of_the_text() {
+    fn leading_and_trailing_ids_are_those_of_the_whole_text() {
         for enc in [&*CL100K_BASE, &*O200K_BASE] {
             for text in TRICKY.iter().map(|t| t.repeat(40)).chain(TRICKY.iter().map(|t| t.to_string())) {
                 let whole = enc.encode(&text);
