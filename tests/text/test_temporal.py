@@ -30,6 +30,8 @@ from ctxfold.text.temporal import (
     said_note,
     split_date_note,
     without_said,
+    note_with_said,
+    text_without_said,
 )
 
 MON = "2023-05-08T10:00:00Z"  # a Monday
@@ -485,6 +487,10 @@ def test_a_said_note_joins_the_date_note_and_comes_off_whole_or_in_part() -> Non
     assert said_day("[dates: yesterday = 2023-06-16]") == "" and without_said("[dates: x = 2023-06-16]") == "[dates: x = 2023-06-16]"
     # Without `said` nothing changes from before.
     assert with_date_note("Rafting was fun.", MON) == "Rafting was fun."
+    assert note_with_said("said 2023-06-17", "[dates: yesterday = 2023-06-16]") == "[said 2023-06-17; dates: yesterday = 2023-06-16]"
+    assert note_with_said("said 2023-06-17", "") == "[said 2023-06-17]"
+    assert text_without_said(noted) == "I went rafting yesterday.\n[dates: yesterday = 2023-06-16]"
+    assert text_without_said(only) == "Rafting was fun." and text_without_said("plain") == "plain"
 
 
 def _days_chat() -> list[dict]:

@@ -30,7 +30,9 @@ from ctxfold.engine.archive import tool_call_names
 from ctxfold.engine.cache import EngineCache
 from ctxfold.errors import InvalidInputError, InvalidTypeError
 from ctxfold.engine.repair import Entry, OnInvalid, RepairLog, repair_entries
-from ctxfold.text.temporal import said_day, said_note, split_date_note, with_date_note, without_said
+from ctxfold.text.temporal import (
+    note_with_said, said_day, said_note, split_date_note, text_without_said, with_date_note, without_said,
+)
 from ctxfold.tokens import _collect_message, message_costs
 from ctxfold.engine.results import Item, Repair
 
@@ -126,7 +128,7 @@ def with_date_annotations(
         if said and not (said_once and anchor.date() == last_day) and not split_date_note(content)[1]:
             when = said_note(anchor, now)
             body, note = split_date_note(annotated)
-            annotated = f"{body}\n[{when}; {note[1:]}" if note else f"{content}\n[{when}]"
+            annotated = f"{body}\n{note_with_said(when, note)}"
         last_day = anchor.date()
         if annotated != content:
             changed.append((i, {**it.message, "content": annotated}, {**it.message, "content": dated}))
@@ -162,9 +164,8 @@ def said_after_first(items: Sequence[Item], sent: Sequence[int], tokenizer: Toke
         if not day:
             continue
         if day == last:
-            body = str(it.message["content"])[: -len(it.date_note) - 1]
-            rest = without_said(it.date_note)
-            changed.append((i, {**it.message, "content": f"{body}\n{rest}" if rest else body}, rest))
+            content = text_without_said(str(it.message["content"]))
+            changed.append((i, {**it.message, "content": content}, without_said(it.date_note)))
         if i in kept:
             last = day
     if not any(i in kept for i, _, _ in changed):

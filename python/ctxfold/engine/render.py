@@ -17,7 +17,7 @@ from ctxfold.engine.messages import hard_protected
 from ctxfold.engine.options import CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_MARKER
 from ctxfold.engine.plan import Plan, gap_marker
 from ctxfold.summarize.protocol import Summarizer
-from ctxfold.text.temporal import said_day, split_date_note, without_said
+from ctxfold.text.temporal import said_day, split_date_note, text_without_said
 from ctxfold.tokens import REPLY_PRIMING, count_messages, message_costs
 from ctxfold.engine.results import Item, ItemResult, Status
 from ctxfold.engine.run import RunContext
@@ -144,13 +144,11 @@ def _said_once(items: Sequence[Item], choices: Sequence[int], contents: dict[int
         text = contents.get(i, it.message.get("content"))
         if not isinstance(text, str):
             continue
-        body, note = split_date_note(text)
-        day = said_day(note)
+        day = said_day(split_date_note(text)[1])
         if not day:
             continue
         if day == last:
-            rest = without_said(note)
-            shorter = f"{body}\n{rest}" if rest else body
+            shorter = text_without_said(text)
             if int(tokenizer.count(shorter)) <= int(tokenizer.count(text)):
                 contents[i] = shorter
         last = day

@@ -55,7 +55,7 @@ from ctxfold.errors import InvalidInputError, InvalidTypeError
 __all__ = [
     "DateReference", "resolve_dates", "annotate_dates", "date_note", "with_date_note", "anchor_date",
     "strip_date_annotations", "split_date_note", "asks_about_time", "age_phrase", "said_note", "said_day",
-    "without_said",
+    "without_said", "note_with_said", "text_without_said",
 ]
 
 # Confidence of each kind of resolution: words that name one day exactly,
@@ -324,7 +324,7 @@ def with_date_note(text: str, anchor: Any, *, min_confidence: float = MIN_ANNOTA
     note = date_note(text, anchor, min_confidence=min_confidence)
     when = said_note(anchor, now) if said and anchor is not None else ""
     if when:
-        note = f"[{when}; {note[1:]}" if note else f"[{when}]"
+        note = note_with_said(when, note)
     return f"{text}\n{note}" if note else text
 
 
@@ -388,6 +388,20 @@ def without_said(note: str) -> str:
         return note
     rest = note[found.end():]
     return f"[{rest}" if rest != "]" else ""
+
+
+def note_with_said(when: str, note: str) -> str:
+    """The note that says `when` (`said_note`) before the dates of `note`
+    (a `date_note`, or "" for none): ``[said 2023-06-17; dates: ...]``."""
+    return f"[{when}; {note[1:]}" if note else f"[{when}]"
+
+
+def text_without_said(text: str) -> str:
+    """`text` with the ``said`` part of its closing note taken out; the
+    note's dates stay (`without_said`)."""
+    body, note = split_date_note(text)
+    rest = without_said(note)
+    return f"{body}\n{rest}" if rest else body
 
 
 def _day(value: dt.date) -> dt.date:
