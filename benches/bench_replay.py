@@ -5,7 +5,8 @@ every tool round) the history so far goes through a context policy, and the
 result is what the model would be sent. At the end the conversation's
 question(s) are asked the same way. Per policy: the share of prompt tokens a
 provider's prompt cache serves (the longest run of leading messages equal to
-the previous prompt's), the input billed under `CachePricing` (cached tokens at
+those of a prompt still cached: one of the last `CACHE_LIFETIME` prompts sent
+or read from), the input billed under `CachePricing` (cached tokens at
 `read`, the rest written at `write`), evidence recall at the questions (share
 of evidence messages kept verbatim; for the tool sessions, the line of the
 result that answers), time per turn, and turns over budget.
@@ -21,7 +22,7 @@ Conversations: LongMemEval-S dev histories and BEAM 100K chats from
 sessions generated here (search results of 300-1,500 tokens; the question
 asks for a figure from an early one).
 
-    python benches/bench_replay.py [--budget 4000] [--lme 4] [--beam 2] [--tools 6]
+    python benches/bench_replay.py [--budget 8000] [--lme 20] [--beam 20] [--tools 6]
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ from ctxfold.tokens import message_costs
 
 DATA = Path(os.environ.get("CTXFOLD_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 API_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+#: How many prompts later a cached prefix is still served: providers keep it for minutes after it was last
+#: written or read (Anthropic five, OpenAI five to ten), that is, a few turns of an agent or a chat.
+CACHE_LIFETIME = 3
 SESSION_OPTIONS: dict[str, Any] = {}
 
 
@@ -168,8 +172,8 @@ class Session(Policy):
         result = self.session.optimize(messages, query=query, budget=self.budget)
         if not result.report.cache.kept:
             why = result.report.cache.reason
-            kind = ("overflow" if "exceed" in why else "quote" if "question" in why else "price" if "saves" in why
-                    else "start")
+            kind = ("one-off" if result.report.cache.one_off else "overflow" if "exceed" in why
+                    else "quote" if "question" in why else "price" if "saves" in why else "start")
             self.compactions[kind] = self.compactions.get(kind, 0) + 1
         return result.messages
 
@@ -237,19 +241,25 @@ class Tally:
         self.seconds: list[float] = []
         self.over = 0
         self.recall: list[float] = []
-        self.previous: list[tuple[bytes, int]] = []
+        # The prompts still cached, each with how many prompts ago it was last written or read.
+        self.cached_prompts: list[tuple[list[bytes], int]] = []
 
     def prompt_sent(self, messages: list[dict[str, Any]], engine: ContextEngine, budget: int, seconds: float,
                     pricing: CachePricing) -> None:
         costs = message_costs(messages, engine.tokenizer)
         keys = [json.dumps({k: m.get(k) for k in API_KEYS}, sort_keys=True).encode() for m in messages]
         total = sum(costs) + 3
-        cached = 0
-        for (key, cost), (prev, _) in zip(zip(keys, costs), self.previous):
-            if key != prev:
-                break
-            cached += cost
-        self.previous = list(zip(keys, costs))
+        cached, read = 0, None
+        for n, (prompt, _) in enumerate(self.cached_prompts):
+            served = 0
+            for key, cost, earlier in zip(keys, costs, prompt):
+                if key != earlier:
+                    break
+                served += cost
+            if served > cached:
+                cached, read = served, n
+        self.cached_prompts = [(prompt, 0 if n == read else age + 1) for n, (prompt, age) in enumerate(self.cached_prompts)
+                               if n == read or age + 1 < CACHE_LIFETIME] + [(keys, 0)]
         self.prompt += total
         self.cached += cached
         self.billed += pricing.billed(cached, total - cached)
@@ -259,7 +269,7 @@ class Tally:
 
 def replay(conv: Conversation, policy: Policy, tally: Tally, pricing: CachePricing) -> None:
     policy.start()
-    tally.previous = []
+    tally.cached_prompts = []
     for end in turn_ends(conv.messages):
         history = [dict(m) for m in conv.messages[:end]]
         started = time.perf_counter()
@@ -275,9 +285,9 @@ def replay(conv: Conversation, policy: Policy, tally: Tally, pricing: CachePrici
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--budget", type=int, default=4000)
-    parser.add_argument("--lme", type=int, default=4, help="LongMemEval-S dev histories")
-    parser.add_argument("--beam", type=int, default=2, help="BEAM 100K chats")
+    parser.add_argument("--budget", type=int, default=8000)
+    parser.add_argument("--lme", type=int, default=20, help="LongMemEval-S dev histories")
+    parser.add_argument("--beam", type=int, default=20, help="BEAM 100K chats")
     parser.add_argument("--tools", type=int, default=6, help="generated tool-heavy sessions")
     parser.add_argument("--reserve", type=float, default=None, help="the session's reserve (default: its own)")
     parser.add_argument("--recall-top", type=int, default=None, help="the session's recall_top (default: its own)")

@@ -150,10 +150,12 @@ def turn_ends(msgs: list[dict]) -> list[int]:
 SESSION_ENGINE = ContextEngine(encoding="cl100k_base")
 
 
-def replay_session(session, msgs: list[dict], budget: int) -> int:
-    """Every call an agent makes over `msgs`, each output checked; how many had a recall tail."""
+def replay_session(session, msgs: list[dict], budget: int) -> tuple[int, int]:
+    """Every call an agent makes over `msgs`, each output checked; how many had
+    a recall tail and how many were one-offs (a question that recalls the
+    conversation, planned alone), which leave the prefix for the next call."""
     previous: list[dict] | None = None
-    tails = 0
+    tails = one_offs = 0
     for end in [*turn_ends(msgs), len(msgs)]:
         history = msgs[:end]
         try:
@@ -163,9 +165,13 @@ def replay_session(session, msgs: list[dict], budget: int) -> int:
             previous = None
             continue
         check_output(history, res, budget)
+        cache = res.report.cache
+        if cache.one_off:
+            assert res.cache_breakpoint is None and not cache.kept and not cache.tail and cache.tail_tokens == 0
+            one_offs += 1
+            continue
         if res.messages:
             assert res.cache_breakpoint is not None and 0 <= res.cache_breakpoint < len(res.messages)
-        cache = res.report.cache
         if cache.tail:
             # The recall tail: right after the breakpoint, just before the current turn, quoting earlier messages.
             tails += 1
@@ -185,7 +191,7 @@ def replay_session(session, msgs: list[dict], budget: int) -> int:
             # What the last call marked as stable is where this one starts.
             assert res.messages[: len(previous)] == previous, cache
         previous = res.messages[: (res.cache_breakpoint or 0) + 1]
-    return tails
+    return tails, one_offs
 
 
 @settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -195,10 +201,10 @@ def test_cache_aware_session_promises_hold_turn_after_turn(msgs, budget, reserve
 
 
 @st.composite
-def conversations_asking_about_the_past(draw):
+def conversations_asking_about_the_past(draw, question: str = "Which ports does the {} server listen on?"):
     """Facts stated early, an agent conversation after them, and a question about some of the facts
     (sometimes answered by a tool round): what the recall tail is for."""
-    facts = draw(st.integers(2, 14))
+    facts = draw(st.integers(6, 24))
     msgs: list[dict] = []
     for k in range(facts):
         name = draw(st.sampled_from(["staging", "billing", "search", "backup"]))
@@ -206,7 +212,7 @@ def conversations_asking_about_the_past(draw):
         msgs.append({"role": "assistant", "content": "Noted."})
     msgs += draw(agent_conversations())
     asked = draw(st.sampled_from(["staging", "billing", "search", "backup"]))
-    msgs.append({"role": "user", "content": f"Which ports does the {asked} server listen on?"})
+    msgs.append({"role": "user", "content": question.format(asked)})
     if draw(st.booleans()):
         msgs.append({"role": "assistant", "content": None, "tool_calls": [
             {"id": "call_q", "type": "function", "function": {"name": "search", "arguments": "{}"}}]})
@@ -220,10 +226,10 @@ TAILS: list[int] = []
 # Derandomized: the check below counts how many examples got a tail, which must not vary from run to run.
 @settings(max_examples=EXAMPLES // 2, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(conversations_asking_about_the_past(), st.integers(200, 4_000), st.floats(0.0, 0.9), st.floats(0.05, 1.0))
+@given(conversations_asking_about_the_past(), st.integers(600, 4_000), st.floats(0.0, 0.9), st.floats(0.15, 1.0))
 def test_the_recall_tail_keeps_the_promises(msgs, budget, reserve, quote_share) -> None:
     session = SESSION_ENGINE.session(reserve=reserve, quote_share=quote_share)
-    TAILS.append(replay_session(session, msgs, budget))
+    TAILS.append(replay_session(session, msgs, budget)[0])
 
 
 def test_the_recall_tail_was_exercised() -> None:
@@ -231,6 +237,24 @@ def test_the_recall_tail_was_exercised() -> None:
     if not TAILS:
         pytest.skip("run with the property test above")
     assert sum(t > 0 for t in TAILS) >= len(TAILS) // 10, TAILS
+
+
+ONE_OFFS: list[int] = []
+
+
+@settings(max_examples=EXAMPLES // 4, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(conversations_asking_about_the_past("Which ports did I give for the {} server?"), st.integers(200, 4_000),
+       st.floats(0.0, 0.9))
+def test_a_question_that_recalls_the_conversation_keeps_the_promises(msgs, budget, reserve) -> None:
+    ONE_OFFS.append(replay_session(SESSION_ENGINE.session(reserve=reserve), msgs, budget)[1])
+
+
+def test_the_one_off_was_exercised() -> None:
+    if not ONE_OFFS:
+        pytest.skip("run with the property test above")
+    # Once something was compacted, the question is planned alone.
+    assert sum(n > 0 for n in ONE_OFFS) >= len(ONE_OFFS) // 2, ONE_OFFS
 
 
 @settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -12,7 +12,7 @@ from ctxfold.engine.config import DEFAULT_WEIGHTS, EngineConfig
 from ctxfold.engine.messages import parse_messages
 from ctxfold.engine.results import LAYER_NAMES
 from ctxfold.engine.run import RunContext
-from ctxfold.engine.scoring import recency_applies, score_items
+from ctxfold.engine.scoring import recalls_the_conversation, recency_applies, score_items
 from ctxfold.summarize.head_tail import HeadTailSummarizer
 from ctxfold.tokens import get_tokenizer
 
@@ -260,3 +260,22 @@ def test_a_reranker_without_embed_is_refused_naming_the_argument():
         ContextEngine(encoding="cl100k_base", reranker="bge")
     with pytest.raises(InvalidTypeError, match="reranker"):
         ContextEngine(encoding="cl100k_base", reranker=object())
+
+
+@pytest.mark.parametrize(
+    "query, recalls",
+    [
+        ("Have I mentioned my sister's name?", True),
+        ("Can you list the order in which I brought up the parts of my project?", True),
+        ("When is my Zoom call with the creative director scheduled?", True),
+        ("What was the reconciled total of invoice 1042?", True),
+        ("Remind me what you suggested for the backups.", True),
+        # A question about the present task, a request, or a long message that reads on from an earlier answer.
+        ("Which ports does the staging server listen on?", False),
+        ("Continue the deploy", False),
+        ("hmm, what happens if I want to add more tables later on?", False),
+        ("Thanks! I think I'll set up my calendar. Can you help me plan the first week and the reviews?", False),
+    ],
+)
+def test_recalls_the_conversation_only_for_questions_about_what_it_holds(query, recalls):
+    assert recalls_the_conversation(query) is recalls

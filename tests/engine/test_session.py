@@ -150,7 +150,7 @@ def test_the_recall_tail_is_sent_for_its_turn_only_and_the_reserve_stays_free() 
         assert f"[{i}, " in tail["content"] and original in tail["content"]
     # What the breakpoint marks stays within the compaction target: the tail used the reserve for this turn only.
     counter = ContextEngine(encoding="cl100k_base")
-    assert counter.count(result.messages[: bp + 1]) <= BUDGET - 0.25 * BUDGET
+    assert counter.count(result.messages[: bp + 1]) <= BUDGET - session.reserve * BUDGET
     assert result.tokens == counter.count(result.messages)
     # A later call of the same turn (a tool round) sends the same tail; the next turn drops it.
     call = {"role": "assistant", "content": None, "id": "call", "tool_calls": [
@@ -170,6 +170,32 @@ def test_the_recall_tail_is_sent_for_its_turn_only_and_the_reserve_stays_free() 
         assert following.messages[: bp + 1] == result.messages[: bp + 1]
         assert tail not in following.messages
     assert_openai(following.messages)
+
+
+def test_a_question_that_recalls_the_conversation_is_planned_alone_and_the_prefix_waits() -> None:
+    facts = [{"role": "user", "content": f"Note {k}: the staging database {k} listens on port {5400 + k}.",
+              "id": f"fact{k}"} for k in range(6)]
+    msgs = [m for k, f in enumerate(facts) for m in (f, {"role": "assistant", "content": "Noted.", "id": f"ack{k}"})]
+    msgs += chat(40)
+    eng = engine()
+    session = eng.session()
+    before = replay(session, msgs)[-1]
+    question = {"role": "user", "content": "Which ports did I give for the staging databases?", "id": "q"}
+    result = session.optimize([*msgs, question], budget=BUDGET)
+    cache = result.report.cache
+    assert cache.one_off and not cache.kept and "recalls" in cache.reason and result.cache_breakpoint is None
+    # The engine's own plan for the question, every message of it priced and within the budget.
+    planned = eng.optimize([*msgs, question], budget=BUDGET)
+    assert result.messages == planned.messages and result.tokens == planned.tokens <= BUDGET
+    assert sum(f["content"] in m["content"] for f in facts for m in result.messages) >= 3
+    assert_openai(result.messages)
+    # The turn after it reads the prefix from before the question, as the provider still caches it.
+    answer = {"role": "assistant", "content": "Ports 5400 to 5405.", "id": "answer"}
+    later = {"role": "user", "content": "Thanks. How is the next build going?", "id": "q2"}
+    following = session.optimize([*msgs, question, answer, later], budget=BUDGET)
+    assert following.tokens <= BUDGET and not following.report.cache.one_off and following.report.cache.kept
+    stable = before.messages[: before.cache_breakpoint + 1]
+    assert following.messages[: len(stable)] == stable
 
 
 def test_a_changed_history_or_budget_starts_afresh() -> None:

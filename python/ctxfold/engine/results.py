@@ -101,6 +101,10 @@ class CacheReport(msgspec.Struct, kw_only=True):
     """Ids of the messages the recall tail quotes (before the current turn, after the cache breakpoint)."""
     tail_tokens: int = 0
     """Tokens of the recall tail: sent for this turn only, so not served from the cache."""
+    one_off: bool = False
+    """Whether the context was planned for this turn's question alone, outside
+    the prefix (a question that recalls the conversation): nothing of it is
+    cached, and the next call keeps the prefix from before it."""
 
 
 class Report(msgspec.Struct, kw_only=True, dict=True):

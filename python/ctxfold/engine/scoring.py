@@ -36,7 +36,7 @@ from ctxfold.text.entities import extract_entities
 from ctxfold.engine.results import LAYER_NAMES, STATE_KINDS, Item
 from ctxfold.engine.run import RunContext
 
-__all__ = ["score_items", "recency_applies", "rerank", "LAYER_NAMES"]
+__all__ = ["score_items", "recency_applies", "recalls_the_conversation", "rerank", "LAYER_NAMES"]
 
 _ROLE_WEIGHT = {"system": 1.0, "developer": 1.0, "user": 0.6, "assistant": 0.5, "tool": 0.4}
 _STRUCTURE_CUES = [
@@ -68,6 +68,23 @@ _QUESTION = re.compile(
 _PRESENT = re.compile(
     r"\b(now|current|currently|latest|most recent|recently|still|today|these days|at the moment|so far|anymore"
     r"|this|these|that one|above|here|just|last (message|answer|reply|step|error|output))\b",
+    re.I,
+)
+
+# A question that recalls the conversation itself: what either side said, did
+# or decided before, the order things came up, or a short question, standing
+# alone, about the user's own facts or about something in the past tense
+# ("When is my call?", "What was the total?"). A long message that mentions
+# "as you suggested" is a new request, not a recall.
+_RECALLS = re.compile(
+    r"\b(did|have|had) I\b|\bI (mentioned|said|told|brought up|asked|shared|noted|talked about)\b"
+    r"|\bwe (discussed|talked|covered|decided|agreed)\b|\byou (said|told|suggested|recommended|mentioned)\b"
+    r"|\b(remind me|previously|last time|throughout our|in our (previous|earlier|last)|over time|the order in which)\b",
+    re.I,
+)
+_SHORT_RECALL = re.compile(
+    r"^\s*(when|where|who|how many|how much|how long|what|which)\b[^.!\n]{0,80}\b(my|I|me)\b[^.!\n]{0,80}\?\s*$"
+    r"|^\s*(what|when|where|who|which|how \w+)\s+(was|were|did|had)\b[^.!\n]{0,120}\?\s*$",
     re.I,
 )
 
@@ -195,6 +212,14 @@ def recency_applies(query: str) -> bool:
     the past (the conversation's facts, either person's statements), which
     is answered wherever its evidence is; yes for the current task."""
     return not _QUESTION.search(query) or bool(_PRESENT.search(query))
+
+
+def recalls_the_conversation(query: str) -> bool:
+    """Whether `query` asks what the conversation itself holds ("Have I
+    mentioned...", "the order in which I brought up...", "When is my call?"):
+    narrower than a question without recency pull, as its answer lies in
+    older messages wherever they are, and rarely in the last few."""
+    return bool(_RECALLS.search(query) or _SHORT_RECALL.search(query))
 
 
 def recency_layer(items: Sequence[Item], half_life_turns: float) -> np.ndarray:

@@ -10,7 +10,10 @@ when compacting now saves more over the turns before the next forced
 compaction than the cache it throws away. What the turn's question needs
 from the compacted past is quoted before the current turn: in the prefix as
 far as the compaction target allows, the rest in a recall tail after the
-cache breakpoint, for that turn only.
+cache breakpoint, for that turn only. A question that recalls the
+conversation itself ("Have I mentioned...", "When is my call?") is planned
+for alone, as `ContextEngine.optimize` would, and the prefix waits for the
+turn after it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ctxfold.engine.messages import parse_with_repairs, with_date_annotations
-from ctxfold.engine.scoring import recency_applies
+from ctxfold.engine.scoring import recalls_the_conversation, recency_applies
 from ctxfold.errors import BudgetError, InvalidInputError, InvalidTypeError
 from ctxfold.tokens import REPLY_PRIMING, message_costs
 from ctxfold.engine.results import CacheReport, ContextResult, ItemResult, Report
@@ -116,12 +119,22 @@ class CacheAwareSession:
     stand out first, then the others the prefix lost, by value. The part of
     the quote that fits within the compaction target stays in the prefix,
     read from the cache on the turns after it (a later quote leaves out what
-    an earlier one holds) until the next compaction; the rest is the recall
-    tail, sent once just before the current turn, after the cache
-    breakpoint, so it never takes the room kept for the turns to come.
-    Segments are planned without the question of the turn that compacts:
-    later questions are served by the quotes, not by a prefix rewritten for
-    each.
+    an earlier one holds) until the next compaction. For a question about
+    the past (see `recency_applies`), the rest is the recall tail, sent once
+    just before the current turn, after the cache breakpoint, so it never
+    takes the room kept for the turns to come; a turn about the present task
+    has its recent messages verbatim and gets no tail. Segments are planned
+    without the question of the turn that compacts: later questions are
+    served by the quotes, not by a prefix rewritten for each.
+
+    A question that recalls the conversation itself (see
+    `recalls_the_conversation`: what was said or decided before, a short
+    question about the user's own facts) needs what a generic prefix and a
+    quote beside it hold only in part. Once something has been compacted,
+    such a turn is planned for its question alone, as
+    `ContextEngine.optimize` would (`report.cache.one_off`, no cache
+    breakpoint): paid in full once, while the prefix is left as it was and
+    read from the provider's cache again on the next turn.
 
     The result's `report.cache` says whether the prefix was kept and why not,
     and which messages the recall tail quotes; `cache_breakpoint` is the
@@ -138,7 +151,7 @@ class CacheAwareSession:
     quote_share: float
 
     def __init__(
-        self, engine: ContextEngine, *, pricing: CachePricing | None = None, reserve: float = 0.25,
+        self, engine: ContextEngine, *, pricing: CachePricing | None = None, reserve: float = 0.15,
         recall_top: int = 16, quote_share: float = 0.25,
     ) -> None:
         if pricing is not None and not isinstance(pricing, CachePricing):
@@ -203,6 +216,8 @@ class CacheAwareSession:
             self.reset()
             self._key, before = key, 0
         current = _current_start(items)
+        if reason is None and self._segments and recalls_the_conversation(query):
+            return self._one_off(items, query, repairs, budget, started)
         # A quote is chosen once per turn and stays in the prefix after it, so later calls read it from the cache.
         turn = Turn(items, query, current, repairs, new=current >= len(self._inputs) or self._turn != current,
                     budget=budget)
@@ -214,7 +229,8 @@ class CacheAwareSession:
         wanted = self._quote(turn, room=self._quote_room(budget)) if turn.new else _NO_QUOTE
         if total > budget:
             reason = reason or f"the prefix and the new messages ({total} tokens) exceed the budget"
-        elif wanted.need > budget - total:
+        elif wanted.need > budget - total and not recency_applies(query):
+            # Only a question about the past gets a recall tail, so only it makes room for its quote.
             reason = reason or "the messages the question needs do not fit beside the prefix"
         elif reason is None and self._worth_compacting(items, budget, current, total):
             reason = "compacting now saves more before the prefix would overflow than the cache it discards"
@@ -226,6 +242,22 @@ class CacheAwareSession:
         before = min(before, sum(s.tokens for s in self._segments[:-1]))
         cache = CacheReport(kept=False, reason=reason, prefix_tokens=before)
         return self._finish(turn, compacted, cache, budget, started)
+
+    def _one_off(self, items: list[Any], query: str, repairs: list[Any], budget: int, started: float) -> ContextResult:
+        """The context of a question that recalls the conversation: the
+        engine's plan of the whole history for it, sent once; the session's
+        prefix stays as it was for the next call."""
+        result = self.engine._optimize([_as_passed(it) for it in items], query=query, system=None, budget=budget,
+                                       layers=None, now=None, relative=False)
+        cache = CacheReport(kept=False, one_off=True, reason="the question recalls the conversation: planned for it "
+                            "alone, the prefix kept for the next turn")
+        report = msgspec.structs.replace(
+            result.report, cache=cache, repairs=repairs,
+            timings_ms={**result.report.timings_ms, "total": (time.perf_counter() - started) * 1e3})
+        engine = self.engine
+        report.with_arc(lambda: engine._arc(items))
+        return ContextResult(messages=result.messages, tokens=result.tokens, items=result.items, report=report,
+                             cache_breakpoint=None)
 
     # -- compaction ---------------------------------------------------------------------
 
@@ -317,7 +349,7 @@ class CacheAwareSession:
         self._sent = prefix
         tokens = prefix + REPLY_PRIMING
         breakpoint_at = len(messages) - 1
-        if spill:
+        if spill and not recency_applies(turn.query):
             self._tail = self._recall_tail(items, current, spill, room=budget - tokens)
         elif previous_tail is not None and previous_tail[0] == current and not turn.new and report is None:
             # The turn's later calls send the same tail while it fits (they share a cache), else what of it fits.
