@@ -9,7 +9,9 @@ those of a prompt still cached: one of the last `CACHE_LIFETIME` prompts sent
 or read from), the input billed under `CachePricing` (cached tokens at
 `read`, the rest written at `write`), evidence recall at the questions (share
 of evidence messages kept verbatim; for the tool sessions, the line of the
-result that answers), time per turn, and turns over budget.
+result that answers), how often the message just before the user's turn is
+in the prompt verbatim (what a follow-up reads), time per turn, and turns
+over budget.
 
 Policies: re-planning every turn (`ContextEngine.optimize`), the cache-aware
 session (`ContextEngine.session`), LangChain's `trim_messages` (last messages
@@ -241,6 +243,7 @@ class Tally:
         self.seconds: list[float] = []
         self.over = 0
         self.recall: list[float] = []
+        self.follow: list[bool] = []
         # The prompts still cached, each with how many prompts ago it was last written or read.
         self.cached_prompts: list[tuple[list[bytes], int]] = []
 
@@ -275,6 +278,9 @@ def replay(conv: Conversation, policy: Policy, tally: Tally, pricing: CachePrici
         started = time.perf_counter()
         out = policy.fit(history)
         tally.prompt_sent(out, policy.engine, policy.budget, time.perf_counter() - started, pricing)
+        before = history[-2].get("content") if len(history) > 1 and history[-1]["role"] == "user" else None
+        if isinstance(before, str) and before:
+            tally.follow.append(any(isinstance(m.get("content"), str) and before in m["content"] for m in out))
     full = [dict(m) for m in conv.messages]
     for question, evidence in conv.questions:
         branch = policy.branch()
@@ -322,8 +328,9 @@ def main() -> int:
         turns = sum(len(turn_ends(c.messages)) for c in conversations)
         print(f"\n{set_name}: {len(conversations)} conversations, {turns} turns, "
               f"{sum(len(c.questions) for c in conversations)} questions")
-        print("| policy | prompt tokens from cache | billed input (x replan) | evidence recall | ms/turn (median) | turns over budget |")
-        print("|---|---|---|---|---|---|")
+        print("| policy | prompt tokens from cache | billed input (x replan) | evidence recall "
+              "| previous message verbatim | ms/turn (median) | turns over budget |")
+        print("|---|---|---|---|---|---|---|")
         base = None
         for kind in policies:
             policy = kind(engine, args.budget)
@@ -332,7 +339,8 @@ def main() -> int:
                 replay(conv, policy, tally, pricing)
             base = tally.billed if base is None else base
             print(f"| {policy.name} | {tally.cached / tally.prompt:.3f} | {tally.billed / base:.3f} | "
-                  f"{statistics.mean(tally.recall):.3f} | {1000 * statistics.median(tally.seconds):.1f} | {tally.over} |",
+                  f"{statistics.mean(tally.recall):.3f} | {statistics.mean(tally.follow):.3f} | "
+                  f"{1000 * statistics.median(tally.seconds):.1f} | {tally.over} |",
                   flush=True)
             if policy.compactions:
                 print(f"  ({policy.name}: prefix rewritten after " +

@@ -39,6 +39,15 @@ def test_pricing_presets_and_checks() -> None:
             CachePricing(**bad)
 
 
+def test_the_engine_makes_sessions_with_the_session_defaults() -> None:
+    import inspect
+
+    made = inspect.signature(ContextEngine.session).parameters
+    own = inspect.signature(CacheAwareSession.__init__).parameters
+    assert {k: p.default for k, p in made.items() if k != "self"} == {
+        k: p.default for k, p in own.items() if k not in ("self", "engine")}
+
+
 def test_session_arguments_are_checked() -> None:
     eng = engine()
     with pytest.raises(InvalidTypeError, match="pricing"):
@@ -85,6 +94,21 @@ def test_the_prefix_stays_while_it_fits_and_the_older_segments_stay_after_a_comp
     # After the first compaction, later ones keep the older segments as they were.
     assert any(r.report.cache.prefix_tokens > 0 for r in compactions[1:])
     assert "prefix" in results[-1].report.to_text()
+
+
+def test_a_compaction_leaves_the_exchange_before_the_current_turn_verbatim() -> None:
+    msgs = []
+    for t in range(40):
+        msgs.append({"role": "user", "content": f"Turn {t}: what should the {t}th release note say?", "id": f"u{t}"})
+        msgs.append({"role": "assistant", "content": f"Release {t}: " + f"the build {t} fixed the cache. " * 24,
+                     "id": f"a{t}"})
+    results = replay(engine().session(recall_top=0), msgs)
+    compacted = [(i, r) for i, r in enumerate(results) if not r.report.cache.kept and r.report.cache.prefix_tokens]
+    assert compacted, "the conversation outgrew the budget more than once"
+    for i, r in compacted:
+        # A follow-up reads the last answer and the question it answered as they were.
+        sent = [m["content"] for m in r.messages]
+        assert r.tokens <= BUDGET and msgs[2 * i - 1]["content"] in sent and msgs[2 * i - 2]["content"] in sent
 
 
 def test_a_question_about_something_compacted_away_gets_it_quoted_before_the_current_turn() -> None:

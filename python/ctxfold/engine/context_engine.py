@@ -238,7 +238,7 @@ class ContextEngine:
         ))
         return ContextResult(messages=out, tokens=tokens, items=results, report=report)
 
-    def session(self, *, pricing: Any = None, reserve: float = 0.25, recall_top: int = 16,
+    def session(self, *, pricing: Any = None, reserve: float = 0.15, recall_top: int = 16,
                 quote_share: float = 0.25) -> Any:
         """A `CacheAwareSession` over this engine: for an agent that calls the
         model every turn with a growing conversation, a context whose prefix

@@ -108,7 +108,8 @@ class CacheAwareSession:
     appended). The context is a row of compacted segments, then the messages
     since the last compaction verbatim. New messages are appended while they
     fit; when they no longer do, the newest segment and the messages after it
-    (the current turn aside) are compacted again, down to the budget minus
+    (the current turn and the exchange before it aside, which a follow-up
+    reads verbatim) are compacted again, down to the budget minus
     `reserve`, and the older segments stay byte for byte what they were, so
     the provider's cache still serves them.
 
@@ -270,30 +271,36 @@ class CacheAwareSession:
         segment before it, so that recent messages are never squeezed harder
         than older ones for the sake of the cache. The new segment takes half
         its room when that is enough, so the next compactions add a segment
-        after it instead of rewriting it."""
+        after it instead of rewriting it.
+
+        The exchange before the current turn (its last two messages, and the
+        calls their tool results answer) stays after the new segment
+        verbatim, as a follow-up question reads it, while that leaves a
+        segment room enough; else the segment takes it too."""
         self._quotes = []  # the messages they quoted are in the new segment's source
         target = budget - math.ceil(self.reserve * budget)
-        current_tokens = sum(it.tokens for it in items[current:])
-        for j in range(len(self._segments), -1, -1):
-            kept = self._segments[:j]
-            start = kept[-1].end if kept else 0
-            room = target - sum(s.tokens for s in kept) - current_tokens - REPLY_PRIMING
-            if start >= current or room < _MIN_SEGMENT_TOKENS:
-                continue
-            source = sum(it.tokens for it in items[start:current])
-            if kept and room < _DENSITY_FLOOR * kept[-1].density * source:
-                continue
-            if room // 2 >= _MIN_SEGMENT_TOKENS and (not kept or room // 2 >= _DENSITY_FLOOR * kept[-1].density * source):
-                room //= 2
-            try:
-                result = self.engine._optimize([_as_passed(it) for it in items[start:current]], query=_SEGMENT_QUERY,
-                                               system=None, budget=room + REPLY_PRIMING, layers=None, now=None,
-                                               relative=False)
-            except BudgetError:
-                continue
-            self._segments = [*kept, _Segment(start, current, copy.deepcopy(result.messages),
-                                              result.tokens - REPLY_PRIMING, _shifted(result.items, start), source)]
-            return result.report
+        for end in dict.fromkeys((_recent_start(items, current, _KEPT_RECENT), current)):
+            loose = sum(it.tokens for it in items[end:])
+            for j in range(len(self._segments), -1, -1):
+                kept = self._segments[:j]
+                start = kept[-1].end if kept else 0
+                room = target - sum(s.tokens for s in kept) - loose - REPLY_PRIMING
+                if start >= end or room < _MIN_SEGMENT_TOKENS:
+                    continue
+                source = sum(it.tokens for it in items[start:end])
+                if kept and room < _DENSITY_FLOOR * kept[-1].density * source:
+                    continue
+                if room // 2 >= _MIN_SEGMENT_TOKENS and (not kept or room // 2 >= _DENSITY_FLOOR * kept[-1].density * source):
+                    room //= 2
+                try:
+                    result = self.engine._optimize([_as_passed(it) for it in items[start:end]], query=_SEGMENT_QUERY,
+                                                   system=None, budget=room + REPLY_PRIMING, layers=None, now=None,
+                                                   relative=False)
+                except BudgetError:
+                    continue
+                self._segments = [*kept, _Segment(start, end, copy.deepcopy(result.messages),
+                                                  result.tokens - REPLY_PRIMING, _shifted(result.items, start), source)]
+                return result.report
         # The current turn leaves no room for a segment: the engine fits everything at once.
         result = self.engine._optimize([_as_passed(it) for it in items], query=query, system=None, budget=budget,
                                        layers=None, now=None, relative=False)
@@ -510,6 +517,8 @@ class CacheAwareSession:
 
 #: The least share of the previous segment's density a new segment may have.
 _DENSITY_FLOOR = 0.5
+#: How many messages before the current turn a compaction leaves verbatim: the exchange a follow-up reads.
+_KEPT_RECENT = 2
 #: The smallest compacted segment worth making; below it, older segments are compacted too.
 _MIN_SEGMENT_TOKENS = 256
 #: How many standard deviations above the mean value for the question a message must be for the turn to quote.
@@ -542,6 +551,15 @@ _NO_QUOTE = _Wanted([], 0, 0)
 def _current_start(items: list[Any]) -> int:
     """Where the current turn starts: the last user message (or the end)."""
     return next((i for i in range(len(items) - 1, -1, -1) if items[i].role == "user"), len(items))
+
+
+def _recent_start(items: list[Any], current: int, last: int) -> int:
+    """Where the last `last` messages before `current` start, moved back to
+    the call a tool result answers, so a call and its results stay together."""
+    start = max(current - last, 0)
+    while 0 < start < current and items[start].role == "tool":
+        start -= 1
+    return start
 
 
 def _quote_message(items: list[Any], indexes: list[int], header: str | None = None) -> dict[str, Any]:
