@@ -248,8 +248,7 @@ class CacheAwareSession:
         """The context of a question that recalls the conversation: the
         engine's plan of the whole history for it, sent once; the session's
         prefix stays as it was for the next call."""
-        result = self.engine._optimize([_as_passed(it) for it in items], query=query, system=None, budget=budget,
-                                       layers=None, now=None, relative=False)
+        result = self._plan_whole(items, query, budget)
         cache = CacheReport(kept=False, one_off=True, reason="the question recalls the conversation: planned for it "
                             "alone, the prefix kept for the next turn")
         report = msgspec.structs.replace(
@@ -259,6 +258,11 @@ class CacheAwareSession:
         report.with_arc(lambda: engine._arc(items))
         return ContextResult(messages=result.messages, tokens=result.tokens, items=result.items, report=report,
                              cache_breakpoint=None)
+
+    def _plan_whole(self, items: list[Any], query: str, budget: int) -> ContextResult:
+        """The engine's plan of the whole conversation for `query`, as `optimize` makes it."""
+        return self.engine._optimize([_as_passed(it) for it in items], query=query, system=None, budget=budget,
+                                     layers=None, now=None, relative=False)
 
     # -- compaction ---------------------------------------------------------------------
 
@@ -302,8 +306,7 @@ class CacheAwareSession:
                                                   result.tokens - REPLY_PRIMING, _shifted(result.items, start), source)]
                 return result.report
         # The current turn leaves no room for a segment: the engine fits everything at once.
-        result = self.engine._optimize([_as_passed(it) for it in items], query=query, system=None, budget=budget,
-                                       layers=None, now=None, relative=False)
+        result = self._plan_whole(items, query, budget)
         self._segments = [_Segment(0, len(items), copy.deepcopy(result.messages), result.tokens - REPLY_PRIMING,
                                    list(result.items), sum(it.tokens for it in items))]
         return result.report
