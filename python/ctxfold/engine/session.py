@@ -226,9 +226,11 @@ class CacheAwareSession:
         if reason is None:
             grown = sum(it.tokens for it in items[len(self._inputs):])
             self._growth = grown if self._growth is None else (self._growth + grown) / 2
-        # The quote this call adds: chosen for a new turn; a later call of the turn has it in the prefix.
-        wanted = self._quote(turn, room=self._quote_room(budget)) if turn.new else _NO_QUOTE
-        if total > budget:
+        overflow = total > budget
+        # The quote this call adds: chosen for a new turn (a later call of the turn has it in the prefix), and not
+        # before an overflow, whose compaction changes what the segments lost.
+        wanted = self._quote(turn, room=self._quote_room(budget)) if turn.new and not overflow else _NO_QUOTE
+        if overflow:
             reason = reason or f"the prefix and the new messages ({total} tokens) exceed the budget"
         elif wanted.need > budget - total and not recency_applies(query):
             # Only a question about the past gets a recall tail, so only it makes room for its quote.
