@@ -105,10 +105,20 @@ def test_a_compaction_leaves_the_exchange_before_the_current_turn_verbatim() -> 
     results = replay(engine().session(recall_top=0), msgs)
     compacted = [(i, r) for i, r in enumerate(results) if not r.report.cache.kept and r.report.cache.prefix_tokens]
     assert compacted, "the conversation outgrew the budget more than once"
+    requoted = 0
     for i, r in compacted:
-        # A follow-up reads the last answer and the question it answered as they were.
-        sent = [m["content"] for m in r.messages]
+        # A follow-up reads the last answer and the question it answered as they were: in place, or quoted again.
+        sent = "\n".join(m["content"] for m in r.messages)
         assert r.tokens <= BUDGET and msgs[2 * i - 1]["content"] in sent and msgs[2 * i - 2]["content"] in sent
+        if r.report.cache.tail:
+            requoted += 1
+            # Quoted after the cache breakpoint, for this turn only: the next turn keeps the prefix without it.
+            assert r.cache_breakpoint == len(r.messages) - 3
+            if i + 1 < len(results) and results[i + 1].report.cache.kept:
+                stable = r.messages[: r.cache_breakpoint + 1]
+                assert results[i + 1].messages[: len(stable)] == stable
+                assert not results[i + 1].report.cache.tail
+    assert requoted, "the new segments shortened the exchange at least once"
 
 
 def test_a_question_about_something_compacted_away_gets_it_quoted_before_the_current_turn() -> None:
@@ -200,10 +210,11 @@ def test_a_question_that_recalls_the_conversation_is_planned_alone_and_the_prefi
     facts = [{"role": "user", "content": f"Note {k}: the staging database {k} listens on port {5400 + k}.",
               "id": f"fact{k}"} for k in range(6)]
     msgs = [m for k, f in enumerate(facts) for m in (f, {"role": "assistant", "content": "Noted.", "id": f"ack{k}"})]
-    msgs += chat(40)
+    msgs += chat(41)
     eng = engine()
     session = eng.session()
     before = replay(session, msgs)[-1]
+    assert not before.report.cache.kept, "the replay ends on a compaction, so the turns after the question fit"
     question = {"role": "user", "content": "Which ports did I give for the staging databases?", "id": "q"}
     result = session.optimize([*msgs, question], budget=BUDGET)
     cache = result.report.cache

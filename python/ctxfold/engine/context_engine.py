@@ -167,9 +167,11 @@ class ContextEngine:
         layers: dict[str, Any] | None,
         now: dt.datetime | None,
         relative: bool,
+        protect_recent: bool | None = None,
     ) -> ContextResult:
         """`optimize`; `relative`: the notes say how long before `now` (else only the day, which never
-        goes stale: a cache-aware session sends a note again long after it was written)."""
+        goes stale: a cache-aware session sends a note again long after it was written); `protect_recent`:
+        whether the latest messages are protected (default: unless a separate query asks about the past)."""
         timings: dict[str, float] = {}
         clock = time.perf_counter()
 
@@ -210,7 +212,7 @@ class ContextEngine:
             budget, query, question_is_current=question_is_current,
             # A separate query about the past is answered wherever its evidence is: the
             # latest turns then get no protection beyond the current one's.
-            protect_recent=question_is_current or recency_applies(query),
+            protect_recent=(question_is_current or recency_applies(query)) if protect_recent is None else protect_recent,
         )
         scores, layers = score_items(items, run)
         lap("score")

@@ -108,10 +108,12 @@ class CacheAwareSession:
     appended). The context is a row of compacted segments, then the messages
     since the last compaction verbatim. New messages are appended while they
     fit; when they no longer do, the newest segment and the messages after it
-    (the current turn and the exchange before it aside, which a follow-up
-    reads verbatim) are compacted again, down to the budget minus
+    (the current turn aside) are compacted again, down to the budget minus
     `reserve`, and the older segments stay byte for byte what they were, so
-    the provider's cache still serves them.
+    the provider's cache still serves them. The exchange before the current
+    turn, which a follow-up reads, is still sent verbatim on that turn:
+    what of it the new segment shortened is quoted again after the cache
+    breakpoint, for that turn only.
 
     The question of the turn is not left to a stale prefix: when some of the
     `recall_top` messages the engine values most for it stand out from the
@@ -188,6 +190,8 @@ class CacheAwareSession:
         self._quotes: list[tuple[int, dict[str, Any], int, list[int]]] = []
         # The current turn's recall tail, outside the prefix: (the turn's start, the message, its tokens, the indexes as chosen).
         self._tail: tuple[int, dict[str, Any], int, list[int]] | None = None
+        # The exchange before the current turn the last compaction took but did not keep verbatim: quoted in its tail.
+        self._exchange: list[int] = []
 
     def optimize(
         self,
@@ -217,6 +221,7 @@ class CacheAwareSession:
             self.reset()
             self._key, before = key, 0
         current = _current_start(items)
+        self._exchange = []
         if reason is None and self._segments and recalls_the_conversation(query):
             return self._one_off(items, query, repairs, budget, started)
         # A quote is chosen once per turn and stays in the prefix after it, so later calls read it from the cache.
@@ -280,12 +285,21 @@ class CacheAwareSession:
         after it instead of rewriting it.
 
         The exchange before the current turn (its last two messages, and the
-        calls their tool results answer) stays after the new segment
-        verbatim, as a follow-up question reads it, while that leaves a
-        segment room enough; else the segment takes it too."""
+        calls their tool results answer), which a follow-up question reads,
+        is sent verbatim this turn: the segment takes it, and what of it the
+        segment does not keep as it was is quoted again in the recall tail,
+        for this turn only, so the turns after it do not carry it twice. If
+        that does not fit beside the segment, the exchange stays after the
+        segment verbatim; if that leaves the segment too little room, the
+        segment takes it alone."""
         self._quotes = []  # the messages they quoted are in the new segment's source
+        self._exchange = []
         target = budget - math.ceil(self.reserve * budget)
-        for end in dict.fromkeys((_recent_start(items, current, _KEPT_RECENT), current)):
+        recent = _recent_start(items, current, _KEPT_RECENT)
+        exchange = list(range(recent, current))
+        quoted = self._quote_cost(items, exchange)  # at most: the segment may keep some of it as it was
+        # (where the segment ends, whether the exchange is quoted in the tail)
+        for end, requoted in dict.fromkeys(((current, True), (recent, False), (current, False))):
             loose = sum(it.tokens for it in items[end:])
             for j in range(len(self._segments), -1, -1):
                 kept = self._segments[:j]
@@ -298,14 +312,20 @@ class CacheAwareSession:
                     continue
                 if room // 2 >= _MIN_SEGMENT_TOKENS and (not kept or room // 2 >= _DENSITY_FLOOR * kept[-1].density * source):
                     room //= 2
+                if requoted and budget - sum(s.tokens for s in kept) - room - loose - REPLY_PRIMING < quoted:
+                    continue
                 try:
+                    # A segment ends before the latest messages, which follow it: its own last ones are not protected.
                     result = self.engine._optimize([_as_passed(it) for it in items[start:end]], query=_SEGMENT_QUERY,
                                                    system=None, budget=room + REPLY_PRIMING, layers=None, now=None,
-                                                   relative=False)
+                                                   relative=False, protect_recent=False)
                 except BudgetError:
                     continue
                 self._segments = [*kept, _Segment(start, end, copy.deepcopy(result.messages),
                                                   result.tokens - REPLY_PRIMING, _shifted(result.items, start), source)]
+                if requoted:
+                    lost = {r.index for r in self._segments[-1].results if r.status != "kept"}
+                    self._exchange = [i for i in exchange if i in lost]
                 return result.report
         # The current turn leaves no room for a segment: the engine fits everything at once.
         result = self._plan_whole(items, query, budget)
@@ -334,13 +354,16 @@ class CacheAwareSession:
                        tokens_out=it.tokens, score=0.0, reason="after the last compaction")
             for it in tail
         ]
+        # On a turn about the present the exchange a compaction took is quoted first, and the question's quote
+        # has the room it leaves; a question about the past has its quote first.
+        exchange = self._quote_cost(items, self._exchange) if recency_applies(turn.query) else 0
         if quote is None:  # after a compaction: the segments changed, so does what they lost
-            quote = self._quote(turn, room=min(self._quote_room(budget),
-                                               budget - self._tokens() - sum(it.tokens for it in tail) - REPLY_PRIMING))
+            quote = self._quote(turn, room=min(self._quote_room(budget), budget - self._tokens()
+                                               - sum(it.tokens for it in tail) - REPLY_PRIMING - exchange))
         # The prefix keeps the quote only within the compaction target: the reserve is for the turns to come.
         loose = self._tokens() + sum(it.tokens for it in tail) + REPLY_PRIMING
         quote_message, quote_tokens, quoted, spill = self._split(
-            items, quote.chosen, budget - math.ceil(self.reserve * budget) - loose)
+            items, quote.chosen, min(budget - math.ceil(self.reserve * budget), budget - exchange) - loose)
         if quote_message is not None:
             self._quotes.append((current, quote_message, quote_tokens, sorted(quoted)))
         highlights = [f"prefix: {cache.prefix_tokens} tokens kept as before, {len(tail)} message(s) after the last compaction"]
@@ -361,7 +384,10 @@ class CacheAwareSession:
         self._sent = prefix
         tokens = prefix + REPLY_PRIMING
         breakpoint_at = len(messages) - 1
-        if spill and not recency_applies(turn.query):
+        # The exchange a compaction took comes first (the previous message first); the rest only for the past.
+        exchange_tail = [i for i in reversed(self._exchange) if i not in quoted]  # not twice
+        spill = [*exchange_tail, *(spill if not recency_applies(turn.query) else [])]
+        if spill:
             self._tail = self._recall_tail(items, current, spill, room=budget - tokens)
         elif previous_tail is not None and previous_tail[0] == current and not turn.new and report is None:
             # The turn's later calls send the same tail while it fits (they share a cache), else what of it fits.
@@ -520,9 +546,10 @@ class CacheAwareSession:
         return None
 
 
-#: The least share of the previous segment's density a new segment may have.
-_DENSITY_FLOOR = 0.5
-#: How many messages before the current turn a compaction leaves verbatim: the exchange a follow-up reads.
+#: The least share of the previous segment's density a new segment may have: a higher floor merges more often,
+#: and a merge rewrites segments the provider had cached.
+_DENSITY_FLOOR = 0.25
+#: How many messages before the current turn a compaction sends verbatim: the exchange a follow-up reads.
 _KEPT_RECENT = 2
 #: The smallest compacted segment worth making; below it, older segments are compacted too.
 _MIN_SEGMENT_TOKENS = 256
@@ -535,7 +562,7 @@ _SEGMENT_QUERY = ""
 
 
 _QUOTE_HEADER = "Earlier in this conversation (quoted again for the current question):"
-_TAIL_HEADER = "Earlier in this conversation (recalled for the current question only):"
+_TAIL_HEADER = "Earlier in this conversation (recalled for this turn only):"
 _LONGER_HEADER = max(_QUOTE_HEADER, _TAIL_HEADER, key=len)
 #: A message costs at least its own tokens less this once quoted (its role and framing become an id line).
 _QUOTE_SLACK = 8
