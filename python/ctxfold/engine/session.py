@@ -278,9 +278,10 @@ class CacheAwareSession:
         turn, into one new segment within the budget minus `reserve`.
 
         As many segments are kept as leave the new one room enough, and no
-        less than half the density (tokens kept per token passed) of the
-        segment before it, so that recent messages are never squeezed harder
-        than older ones for the sake of the cache. The new segment takes half
+        less than `_DENSITY_FLOOR` of the density (tokens kept per token
+        passed) of the segment before it, so that recent messages are not
+        squeezed far harder than older ones for the sake of the cache. The
+        new segment takes half
         its room when that is enough, so the next compactions add a segment
         after it instead of rewriting it.
 
