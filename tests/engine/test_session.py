@@ -121,6 +121,29 @@ def test_a_compaction_leaves_the_exchange_before_the_current_turn_verbatim() -> 
     assert requoted, "the new segments shortened the exchange at least once"
 
 
+def test_the_exchange_quoted_after_a_compaction_leaves_out_the_tool_rounds_the_answer_reports() -> None:
+    msgs = []
+    for t in range(30):
+        msgs += [
+            {"role": "user", "content": f"Turn {t}: which region had the most failed builds in week {t}?", "id": f"u{t}"},
+            {"role": "assistant", "content": None, "id": f"call{t}", "tool_calls": [
+                {"id": f"c{t}", "type": "function", "function": {"name": "build_log", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": f"c{t}", "content": f"week {t} region log line. " * 40, "id": f"log{t}"},
+            {"role": "assistant", "content": f"Week {t}: region {t % 4} had the most failed builds. "
+             + f"Its build {t} failed the cache checks. " * 12, "id": f"a{t}"},
+        ]
+    results = replay(engine().session(recall_top=0), msgs)
+    requoted = [(i, r) for i, r in enumerate(results) if r.report.cache.tail]
+    assert requoted, "a compaction shortened the last exchange at least once"
+    for i, r in requoted:
+        tail = r.messages[r.cache_breakpoint + 1]["content"]
+        # The answer and the question it answers, as they were; not the log the answer reports.
+        assert msgs[4 * i - 1]["content"] in tail and f"[log{i - 1}, " not in tail
+        assert r.report.cache.tail == [f"u{i - 1}", f"a{i - 1}"] or r.report.cache.tail == [f"a{i - 1}"]
+        assert r.tokens <= BUDGET
+        assert_openai(r.messages)
+
+
 def test_a_question_about_something_compacted_away_gets_it_quoted_before_the_current_turn() -> None:
     msgs = [{"role": "user", "content": "Note for later: the staging database listens on port 5433.", "id": "fact"},
             {"role": "assistant", "content": "Noted.", "id": "ack"}] + chat(40)

@@ -281,23 +281,23 @@ class CacheAwareSession:
         less than `_DENSITY_FLOOR` of the density (tokens kept per token
         passed) of the segment before it, so that recent messages are not
         squeezed far harder than older ones for the sake of the cache. The
-        new segment takes half
-        its room when that is enough, so the next compactions add a segment
-        after it instead of rewriting it.
+        new segment takes half its room when that is enough, so the next
+        compactions add a segment after it instead of rewriting it.
 
-        The exchange before the current turn (its last two messages, and the
-        calls their tool results answer), which a follow-up question reads,
-        is sent verbatim this turn: the segment takes it, and what of it the
+        The exchange before the current turn (the message before it and the
+        user message that one answers), which a follow-up question reads, is
+        sent verbatim this turn: the segment takes it, and what of it the
         segment does not keep as it was is quoted again in the recall tail,
         for this turn only, so the turns after it do not carry it twice. If
-        that does not fit beside the segment, the exchange stays after the
-        segment verbatim; if that leaves the segment too little room, the
-        segment takes it alone."""
+        that does not fit beside the segment, the last two messages (and the
+        calls their tool results answer) stay after the segment verbatim; if
+        that leaves the segment too little room, the segment takes them
+        too."""
         self._quotes = []  # the messages they quoted are in the new segment's source
         self._exchange = []
         target = budget - math.ceil(self.reserve * budget)
         recent = _recent_start(items, current, _KEPT_RECENT)
-        exchange = list(range(recent, current))
+        exchange = _exchange_before(items, current)
         quoted = self._quote_cost(items, exchange)  # at most: the segment may keep some of it as it was
         # (where the segment ends, whether the exchange is quoted in the tail)
         for end, requoted in dict.fromkeys(((current, True), (recent, False), (current, False))):
@@ -593,6 +593,16 @@ def _recent_start(items: list[Any], current: int, last: int) -> int:
     while 0 < start < current and items[start].role == "tool":
         start -= 1
     return start
+
+
+def _exchange_before(items: list[Any], current: int) -> list[int]:
+    """The message before `current` and the user message it answers: what a
+    follow-up reads, quoted again without the tool rounds between them, whose
+    results the answer reports."""
+    if current < 1:
+        return []
+    asked = next((i for i in range(current - 2, -1, -1) if items[i].role == "user"), None)
+    return sorted({current - 1} | ({asked} if asked is not None else set()))
 
 
 def _quote_message(items: list[Any], indexes: list[int], header: str | None = None) -> dict[str, Any]:
