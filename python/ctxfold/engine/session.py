@@ -298,7 +298,7 @@ class CacheAwareSession:
         target = budget - math.ceil(self.reserve * budget)
         recent = _recent_start(items, current, _KEPT_RECENT)
         exchange = _exchange_before(items, current)
-        quoted = self._quote_cost(items, exchange)  # at most: the segment may keep some of it as it was
+        exchange_cost = self._quote_cost(items, exchange)  # at most: the segment may keep some as it was
         # (where the segment ends, whether the exchange is quoted in the tail)
         for end, requoted in dict.fromkeys(((current, True), (recent, False), (current, False))):
             loose = sum(it.tokens for it in items[end:])
@@ -313,7 +313,7 @@ class CacheAwareSession:
                     continue
                 if room // 2 >= _MIN_SEGMENT_TOKENS and (not kept or room // 2 >= _DENSITY_FLOOR * kept[-1].density * source):
                     room //= 2
-                if requoted and budget - sum(s.tokens for s in kept) - room - loose - REPLY_PRIMING < quoted:
+                if requoted and budget - sum(s.tokens for s in kept) - room - loose - REPLY_PRIMING < exchange_cost:
                     continue
                 try:
                     # A segment ends before the latest messages, which follow it: its own last ones are not protected.
@@ -357,14 +357,14 @@ class CacheAwareSession:
         ]
         # On a turn about the present the exchange a compaction took is quoted first, and the question's quote
         # has the room it leaves; a question about the past has its quote first.
-        exchange = self._quote_cost(items, self._exchange) if recency_applies(turn.query) else 0
+        exchange_cost = self._quote_cost(items, self._exchange) if recency_applies(turn.query) else 0
         if quote is None:  # after a compaction: the segments changed, so does what they lost
             quote = self._quote(turn, room=min(self._quote_room(budget), budget - self._tokens()
-                                               - sum(it.tokens for it in tail) - REPLY_PRIMING - exchange))
+                                               - sum(it.tokens for it in tail) - REPLY_PRIMING - exchange_cost))
         # The prefix keeps the quote only within the compaction target: the reserve is for the turns to come.
         loose = self._tokens() + sum(it.tokens for it in tail) + REPLY_PRIMING
         quote_message, quote_tokens, quoted, spill = self._split(
-            items, quote.chosen, min(budget - math.ceil(self.reserve * budget), budget - exchange) - loose)
+            items, quote.chosen, min(budget - math.ceil(self.reserve * budget), budget - exchange_cost) - loose)
         if quote_message is not None:
             self._quotes.append((current, quote_message, quote_tokens, sorted(quoted)))
         highlights = [f"prefix: {cache.prefix_tokens} tokens kept as before, {len(tail)} message(s) after the last compaction"]
