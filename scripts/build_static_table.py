@@ -15,14 +15,25 @@ models/all-MiniLM-L6-v2/:
    vocabulary lists whole words roughly by decreasing corpus frequency from id 1996
    (``the``, ``of``, ``and``...), so ``p`` needs no corpus outside the repo.
 
+With ``--corpus DIR`` (the shipped table: Debian's ``fortunes`` and
+``fortunes-min`` packages, ``/usr/share/games/fortunes``), step 2 is preceded by
+a fit to what the model says of whole texts (as Tokenlearn does for model2vec):
+each text of the corpus is embedded by the model (mean of its outputs,
+L2-normalised), and the table becomes the one closest to the step-1 vectors
+(scaled to the texts' scale) whose SIF-weighted mean over each text's tokens is
+closest to that text's embedding: ridge least squares, solved by conjugate
+gradients from the step-1 vectors, a fixed number of steps. Step 2 then
+projects on the ``--dim`` leading axes without centring, since the fitted
+table's mean direction is part of what a text's mean carries.
+
 Everything is deterministic: ONNX Runtime runs on one thread, numpy in
 float64, and the outputs are written with fixed bytes (``np.save`` and sorted
 JSON). The test ``tests/embed/test_static.py::test_build_script_reproduces_the_shipped_table``
 rebuilds the table and compares it with the shipped one to float16 precision.
 
-    python scripts/build_static_table.py [--out models/minilm-static] [--dim 256]
+    python scripts/build_static_table.py [--out models/minilm-static] [--dim 256] [--corpus /usr/share/games/fortunes]
 
-Needs onnxruntime and tokenizers (``pip install onnxruntime tokenizers``).
+Needs onnxruntime and tokenizers (``pip install onnxruntime tokenizers``), and scipy for ``--corpus``.
 """
 
 from __future__ import annotations
@@ -47,6 +58,12 @@ DIM = 256
 SIF_A = 3e-3
 FIRST_RANKED_ID = 1996  # BERT uncased: ids 0..1995 are [PAD], [unusedN], specials and single characters
 BATCH = 512
+#: Ridge weight of the fit's pull towards the step-1 vectors, and its conjugate-gradient steps.
+RIDGE = 1.0
+CG_STEPS = 60
+#: Corpus texts kept: fortunes of 3 to 200 words (the rest is ASCII art or long stories).
+MIN_WORDS, MAX_WORDS = 3, 200
+SKIPPED_FILES = ("art", "ascii-art")
 
 
 def token_vectors(model_path: Path, vocab_size: int, cls_id: int, sep_id: int, pooling: str) -> npt.NDArray[np.float64]:
@@ -73,6 +90,108 @@ def token_vectors(model_path: Path, vocab_size: int, cls_id: int, sep_id: int, p
     return out
 
 
+def corpus_texts(corpus: Path) -> list[str]:
+    """The fortunes of a fortune(6) directory (entries between ``%`` lines), in file
+    and entry order, whitespace collapsed, each once."""
+    texts: dict[str, None] = {}
+    for path in sorted(corpus.iterdir()):
+        if path.suffix in (".dat", ".u8") or path.name in SKIPPED_FILES or not path.is_file():
+            continue
+        for entry in path.read_text(encoding="utf-8", errors="replace").split("\n%\n"):
+            text = " ".join(entry.split())
+            if text != "%" and MIN_WORDS <= len(text.split()) <= MAX_WORDS:
+                texts[text] = None
+    return list(texts)
+
+
+def text_vectors(model_path: Path, tokenizer_path: Path, texts: list[str]) -> npt.NDArray[np.float64]:
+    """The model's embedding of each text, as `ctxfold.Embedder` makes it: the mean of its
+    outputs over the first 256 tokens, L2-normalised (one ONNX Runtime thread)."""
+    import onnxruntime as ort  # type: ignore[import-untyped]
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    tokenizer.no_padding()  # tokenizer.json pads; the batches below pad themselves, with a mask
+    tokenizer.enable_truncation(256)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+    names = {i.name for i in session.get_inputs()}
+    encoded = tokenizer.encode_batch(texts)
+    out = np.empty((len(texts), 0), dtype=np.float64)
+    order = sorted(range(len(texts)), key=lambda i: len(encoded[i].ids))  # similar lengths pad little
+    for start in range(0, len(order), 64):
+        rows = order[start:start + 64]
+        width = max(len(encoded[i].ids) for i in rows)
+        ids = np.zeros((len(rows), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for r, i in enumerate(rows):
+            ids[r, : len(encoded[i].ids)] = encoded[i].ids
+            mask[r, : len(encoded[i].ids)] = 1
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in names:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        hidden = session.run(None, feed)[0].astype(np.float64)
+        if out.shape[1] == 0:
+            out = np.empty((len(texts), hidden.shape[2]), dtype=np.float64)
+        pooled = (hidden * mask[:, :, None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
+        out[rows] = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+    return out
+
+
+def fit_to_texts(vectors: npt.NDArray[np.float64], weights: npt.NDArray[np.float64], tokenizer_path: Path,
+                 texts: list[str], targets: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The table nearest `vectors` (scaled) whose weighted token means match `targets`:
+    ``min |A T - Y|^2 + RIDGE |T - c V|^2``, ``A`` each text's SIF weights over its tokens
+    (summing to one), by ``CG_STEPS`` conjugate-gradient steps from ``c V``."""
+    import scipy.sparse as sp  # type: ignore[import-untyped]
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    tokenizer.no_padding()  # the ids `StaticEmbedder` averages over: every token, no pads
+    tokenizer.no_truncation()
+    rows: list[int] = []
+    cols: list[int] = []
+    vals: list[float] = []
+    for r, encoding in enumerate(tokenizer.encode_batch(texts, add_special_tokens=False)):
+        ids = encoding.ids
+        w = weights[ids]
+        if not ids or w.sum() <= 0:
+            continue
+        rows += [r] * len(ids)
+        cols += ids
+        vals += list(w / w.sum())
+    a = sp.csr_matrix((vals, (rows, cols)), shape=(len(texts), len(vectors)), dtype=np.float64)
+    a.sum_duplicates()
+    pooled = a @ vectors
+    start = vectors * float((pooled * targets).sum() / (pooled * pooled).sum())
+    # Block conjugate gradients on (A^T A + RIDGE I) X = A^T (Y - A start), one column per dimension.
+    x = np.zeros_like(start)
+    residual = a.T @ (targets - a @ start)
+    direction = residual.copy()
+    norms = (residual * residual).sum(axis=0)
+    for _ in range(CG_STEPS):
+        product = a.T @ (a @ direction) + RIDGE * direction
+        step = norms / np.maximum((direction * product).sum(axis=0), 1e-300)
+        x += direction * step
+        residual -= product * step
+        new_norms = (residual * residual).sum(axis=0)
+        direction = residual + direction * (new_norms / np.maximum(norms, 1e-300))
+        norms = new_norms
+    fitted: npt.NDArray[np.float64] = start + x
+    return fitted
+
+
+def projection(x: npt.NDArray[np.float64], dim: int) -> npt.NDArray[np.float64]:
+    """Projection on the ``dim`` leading axes, not centred, signs fixed."""
+    _, _, vt = np.linalg.svd(x, full_matrices=False)
+    axes = vt[:dim]
+    signs = np.sign(axes[np.arange(len(axes)), np.argmax(np.abs(axes), axis=1)])
+    return x @ (axes * signs[:, None]).T
+
+
 def pca(x: npt.NDArray[np.float64], dim: int) -> npt.NDArray[np.float64]:
     """Centred projection on the ``dim`` principal axes, signs fixed."""
     centred = x - x.mean(axis=0)
@@ -95,7 +214,8 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def build(source_dir: Path, out_dir: Path, dim: int, sif_a: float, pooling: str) -> dict[str, object]:
+def build(source_dir: Path, out_dir: Path, dim: int, sif_a: float, pooling: str,
+          corpus: Path | None = None) -> dict[str, object]:
     model_path, tokenizer_path = source_dir / "model.onnx", source_dir / "tokenizer.json"
     tokenizer = json.loads(tokenizer_path.read_text(encoding="utf-8"))
     vocab: dict[str, int] = tokenizer["model"]["vocab"]
@@ -103,8 +223,19 @@ def build(source_dir: Path, out_dir: Path, dim: int, sif_a: float, pooling: str)
     vectors = token_vectors(model_path, vocab_size, vocab["[CLS]"], vocab["[SEP]"], pooling)
     if not 1 <= dim <= vectors.shape[1]:
         raise SystemExit(f"--dim must be in 1..{vectors.shape[1]}, got {dim}")
-    table = pca(vectors, dim).astype(np.float16)
     weights = zipf_sif_weights(vocab_size, sif_a).astype(np.float32)
+    fit: dict[str, object] = {}
+    if corpus is None:
+        table = pca(vectors, dim).astype(np.float16)
+    else:
+        texts = corpus_texts(corpus)
+        targets = text_vectors(model_path, tokenizer_path, texts)
+        fitted = fit_to_texts(vectors, weights.astype(np.float64), tokenizer_path, texts, targets)
+        table = projection(fitted, dim).astype(np.float16)
+        digest = hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()
+        fit = {"fit": {"corpus": "Debian fortunes and fortunes-min 1:1.99.1-7.3, /usr/share/games/fortunes",
+                       "texts": len(texts), "texts_sha256": digest, "ridge": RIDGE, "cg_steps": CG_STEPS,
+                       "words": [MIN_WORDS, MAX_WORDS], "target": "MiniLM mean pooling, L2-normalised, 256 tokens"}}
     config = {
         "format": FORMAT,
         "tokenizer_model": TOKENIZER_MODEL,
@@ -115,7 +246,9 @@ def build(source_dir: Path, out_dir: Path, dim: int, sif_a: float, pooling: str)
         "recipe": {
             "input": "[CLS] token [SEP], one token per sequence",
             "pooling": pooling,
-            "pca": "centred, float64 SVD, each axis's largest loading positive",
+            "pca": ("centred, float64 SVD, each axis's largest loading positive" if corpus is None
+                    else "not centred, float64 SVD, each axis's largest loading positive"),
+            **fit,
             "weights": "SIF a / (a + p), p = 1 / (rank * ln V), rank = id - first_ranked_id + 1 (at least 1)",
             "sif_a": sif_a,
             "first_ranked_id": FIRST_RANKED_ID,
@@ -144,9 +277,14 @@ def main() -> int:
     parser.add_argument("--dim", type=int, default=DIM)
     parser.add_argument("--sif-a", type=float, default=SIF_A)
     parser.add_argument("--pooling", choices=["token", "mean"], default="token")
+    parser.add_argument("--corpus", type=Path, default=None,
+                        help="a fortune(6) directory to fit the table to (apt-get install fortunes fortunes-min: "
+                             "/usr/share/games/fortunes)")
     args = parser.parse_args()
+    if args.corpus is not None and not args.corpus.is_dir():
+        parser.error(f"--corpus: {args.corpus} is not a directory (apt-get install fortunes fortunes-min)")
     start = time.perf_counter()
-    info = build(args.source, args.out, args.dim, args.sif_a, args.pooling)
+    info = build(args.source, args.out, args.dim, args.sif_a, args.pooling, args.corpus)
     print(f"wrote {args.out} in {time.perf_counter() - start:.0f} s")
     for name, digest in info["sha256"].items():  # type: ignore[attr-defined]
         print(f"  {digest}  {name}  ({info['sizes'][name]} bytes)")  # type: ignore[index]

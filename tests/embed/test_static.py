@@ -31,6 +31,8 @@ from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "scripts" / "build_static_table.py"
+#: The corpus the shipped table is fitted to (Debian's fortunes and fortunes-min packages).
+FORTUNES = Path("/usr/share/games/fortunes")
 
 TEXTS = [
     "Hello world.",
@@ -260,14 +262,23 @@ def _load_build_script():
 
 @pytest.mark.slow
 def test_build_script_reproduces_the_shipped_table(embedder: StaticEmbedder, tmp_path: Path) -> None:
-    """Runs the ONNX model over the 30,522 tokens (one thread): about a minute."""
+    """Runs the ONNX model over the 30,522 tokens and the fit's corpus (one thread): about seven minutes."""
     pytest.importorskip("onnxruntime", reason="the build script needs onnxruntime")
+    pytest.importorskip("scipy", reason="the build script's fit needs scipy")
     if not BUILD_SCRIPT.is_file():
         pytest.skip(f"{BUILD_SCRIPT} not found (tests run outside a source checkout)")
     build = _load_build_script()
     config = embedder.config
+    fit = config["recipe"].get("fit")
+    corpus = FORTUNES if fit else None
+    if fit:
+        if not FORTUNES.is_dir():
+            pytest.skip(f"the table was fitted to {FORTUNES}, which is not here (apt-get install fortunes fortunes-min)")
+        texts = build.corpus_texts(FORTUNES)
+        if hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest() != fit["texts_sha256"]:
+            pytest.skip(f"{FORTUNES} holds another version of the corpus than the table was fitted to ({fit['corpus']})")
     source = locate_model("all-MiniLM-L6-v2")
-    build.build(source, tmp_path, config["dim"], config["recipe"]["sif_a"], config["recipe"]["pooling"])
+    build.build(source, tmp_path, config["dim"], config["recipe"]["sif_a"], config["recipe"]["pooling"], corpus)
     shipped = np.load(embedder.path / "table.npy").astype(np.float32)
     rebuilt = np.load(tmp_path / "table.npy").astype(np.float32)
     assert rebuilt.shape == shipped.shape
@@ -277,3 +288,41 @@ def test_build_script_reproduces_the_shipped_table(embedder: StaticEmbedder, tmp
     assert np.all(np.abs(rebuilt - shipped) <= ulp + 1e-7), np.max(np.abs(rebuilt - shipped) / ulp)
     np.testing.assert_array_equal(np.load(tmp_path / "weights.npy"), np.load(embedder.path / "weights.npy"))
     assert json.loads((tmp_path / "config.json").read_text(encoding="utf-8")) == config
+
+
+def test_build_script_reads_a_fortune_corpus_and_fits_the_table_to_its_texts(tmp_path: Path) -> None:
+    if not BUILD_SCRIPT.is_file():
+        pytest.skip(f"{BUILD_SCRIPT} not found (tests run outside a source checkout)")
+    pytest.importorskip("scipy", reason="the build script's fit needs scipy")
+    build = _load_build_script()
+    (tmp_path / "work").write_text("The build passed its checks today.\n%\nToo short\n%\n"
+                                   "The build passed its checks today.\n%\nA long review of the cache, kept for later.\n")
+    (tmp_path / "work.dat").write_bytes(b"\x00index")
+    (tmp_path / "art").write_text("art is skipped whatever it says\n")
+    texts = build.corpus_texts(tmp_path)
+    assert texts == ["The build passed its checks today.", "A long review of the cache, kept for later."]
+    tokenizer_path = locate_model("all-MiniLM-L6-v2") / "tokenizer.json"
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(30522, 8))
+    weights = build.zipf_sif_weights(30522, build.SIF_A)
+    targets = rng.normal(size=(len(texts), 8))
+    targets /= np.linalg.norm(targets, axis=1, keepdims=True)
+    fitted = build.fit_to_texts(vectors, weights, tokenizer_path, texts, targets)
+    assert fitted.shape == vectors.shape
+
+    def pooled(table: np.ndarray, text: str) -> np.ndarray:
+        ids = StaticEmbedder().token_ids(text)
+        return (weights[ids] @ table[ids]) / weights[ids].sum()
+
+    # Each text's weighted token mean moved towards the model's embedding of it, from the scaled
+    # token vectors the fit starts at; tokens of no text are only scaled.
+    means = np.array([pooled(vectors, t) for t in texts])
+    start = vectors * float((means * targets).sum() / (means * means).sum())
+    for text, target in zip(texts, targets):
+        assert np.linalg.norm(pooled(fitted, text) - target) < np.linalg.norm(pooled(start, text) - target)
+    unseen = 29000
+    assert unseen not in {i for t in texts for i in StaticEmbedder().token_ids(t)}
+    ratio = fitted[unseen] / vectors[unseen]
+    np.testing.assert_allclose(ratio, ratio[0])
+    projected = build.projection(fitted, 4)
+    assert projected.shape == (30522, 4)
