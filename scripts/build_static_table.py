@@ -33,7 +33,8 @@ rebuilds the table and compares it with the shipped one to float16 precision.
 
     python scripts/build_static_table.py [--out models/minilm-static] [--dim 256] [--corpus /usr/share/games/fortunes]
 
-Needs onnxruntime and tokenizers (``pip install onnxruntime tokenizers``), and scipy for ``--corpus``.
+Needs onnxruntime and tokenizers (``pip install onnxruntime tokenizers``), and ctxfold and scipy for
+``--corpus``.
 """
 
 from __future__ import annotations
@@ -104,41 +105,13 @@ def corpus_texts(corpus: Path) -> list[str]:
     return list(texts)
 
 
-def text_vectors(model_path: Path, tokenizer_path: Path, texts: list[str]) -> npt.NDArray[np.float64]:
-    """The model's embedding of each text, as `ctxfold.Embedder` makes it: the mean of its
-    outputs over the first 256 tokens, L2-normalised (one ONNX Runtime thread)."""
-    import onnxruntime as ort  # type: ignore[import-untyped]
-    from tokenizers import Tokenizer
+def text_vectors(source_dir: Path, texts: list[str]) -> npt.NDArray[np.float64]:
+    """The model's embedding of each text, by `ctxfold.Embedder` (the mean of its outputs
+    over the first 256 tokens, L2-normalised) on one ONNX Runtime thread."""
+    import ctxfold
 
-    tokenizer = Tokenizer.from_file(str(tokenizer_path))
-    tokenizer.no_padding()  # tokenizer.json pads; the batches below pad themselves, with a mask
-    tokenizer.enable_truncation(256)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3
-    session = ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
-    names = {i.name for i in session.get_inputs()}
-    encoded = tokenizer.encode_batch(texts)
-    out = np.empty((len(texts), 0), dtype=np.float64)
-    order = sorted(range(len(texts)), key=lambda i: len(encoded[i].ids))  # similar lengths pad little
-    for start in range(0, len(order), 64):
-        rows = order[start:start + 64]
-        width = max(len(encoded[i].ids) for i in rows)
-        ids = np.zeros((len(rows), width), dtype=np.int64)
-        mask = np.zeros_like(ids)
-        for r, i in enumerate(rows):
-            ids[r, : len(encoded[i].ids)] = encoded[i].ids
-            mask[r, : len(encoded[i].ids)] = 1
-        feed = {"input_ids": ids, "attention_mask": mask}
-        if "token_type_ids" in names:
-            feed["token_type_ids"] = np.zeros_like(ids)
-        hidden = session.run(None, feed)[0].astype(np.float64)
-        if out.shape[1] == 0:
-            out = np.empty((len(texts), hidden.shape[2]), dtype=np.float64)
-        pooled = (hidden * mask[:, :, None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
-        out[rows] = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-    return out
+    embedder = ctxfold.Embedder(source_dir, threads=1, cache=False)
+    return np.asarray(embedder.embed(texts), dtype=np.float64)
 
 
 def fit_to_texts(vectors: npt.NDArray[np.float64], weights: npt.NDArray[np.float64], tokenizer_path: Path,
@@ -229,7 +202,7 @@ def build(source_dir: Path, out_dir: Path, dim: int, sif_a: float, pooling: str,
         table = pca(vectors, dim).astype(np.float16)
     else:
         texts = corpus_texts(corpus)
-        targets = text_vectors(model_path, tokenizer_path, texts)
+        targets = text_vectors(source_dir, texts)
         fitted = fit_to_texts(vectors, weights.astype(np.float64), tokenizer_path, texts, targets)
         table = projection(fitted, dim).astype(np.float16)
         digest = hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()

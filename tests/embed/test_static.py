@@ -290,7 +290,8 @@ def test_build_script_reproduces_the_shipped_table(embedder: StaticEmbedder, tmp
     assert json.loads((tmp_path / "config.json").read_text(encoding="utf-8")) == config
 
 
-def test_build_script_reads_a_fortune_corpus_and_fits_the_table_to_its_texts(tmp_path: Path) -> None:
+def test_build_script_reads_a_fortune_corpus_and_fits_the_table_to_its_texts(embedder: StaticEmbedder,
+                                                                            tmp_path: Path) -> None:
     if not BUILD_SCRIPT.is_file():
         pytest.skip(f"{BUILD_SCRIPT} not found (tests run outside a source checkout)")
     pytest.importorskip("scipy", reason="the build script's fit needs scipy")
@@ -311,7 +312,7 @@ def test_build_script_reads_a_fortune_corpus_and_fits_the_table_to_its_texts(tmp
     assert fitted.shape == vectors.shape
 
     def pooled(table: np.ndarray, text: str) -> np.ndarray:
-        ids = StaticEmbedder().token_ids(text)
+        ids = embedder.token_ids(text)
         return (weights[ids] @ table[ids]) / weights[ids].sum()
 
     # Each text's weighted token mean moved towards the model's embedding of it, from the scaled
@@ -321,7 +322,7 @@ def test_build_script_reads_a_fortune_corpus_and_fits_the_table_to_its_texts(tmp
     for text, target in zip(texts, targets):
         assert np.linalg.norm(pooled(fitted, text) - target) < np.linalg.norm(pooled(start, text) - target)
     unseen = 29000
-    assert unseen not in {i for t in texts for i in StaticEmbedder().token_ids(t)}
+    assert unseen not in {i for t in texts for i in embedder.token_ids(t)}
     ratio = fitted[unseen] / vectors[unseen]
     np.testing.assert_allclose(ratio, ratio[0])
     projected = build.projection(fitted, 4)

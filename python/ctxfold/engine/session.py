@@ -294,7 +294,6 @@ class CacheAwareSession:
         that leaves the segment too little room, the segment takes them
         too."""
         self._quotes = []  # the messages they quoted are in the new segment's source
-        self._exchange = []
         target = budget - math.ceil(self.reserve * budget)
         recent = _recent_start(items, current, _KEPT_RECENT)
         exchange = _exchange_before(items, current)
@@ -305,7 +304,8 @@ class CacheAwareSession:
             for j in range(len(self._segments), -1, -1):
                 kept = self._segments[:j]
                 start = kept[-1].end if kept else 0
-                room = target - sum(s.tokens for s in kept) - loose - REPLY_PRIMING
+                kept_tokens = sum(s.tokens for s in kept)
+                room = target - kept_tokens - loose - REPLY_PRIMING
                 if start >= end or room < _MIN_SEGMENT_TOKENS:
                     continue
                 source = sum(it.tokens for it in items[start:end])
@@ -313,7 +313,7 @@ class CacheAwareSession:
                     continue
                 if room // 2 >= _MIN_SEGMENT_TOKENS and (not kept or room // 2 >= _DENSITY_FLOOR * kept[-1].density * source):
                     room //= 2
-                if requoted and budget - sum(s.tokens for s in kept) - room - loose - REPLY_PRIMING < exchange_cost:
+                if requoted and budget - kept_tokens - room - loose - REPLY_PRIMING < exchange_cost:
                     continue
                 try:
                     # A segment ends before the latest messages, which follow it: its own last ones are not protected.
@@ -364,7 +364,7 @@ class CacheAwareSession:
         # The prefix keeps the quote only within the compaction target: the reserve is for the turns to come.
         loose = self._tokens() + sum(it.tokens for it in tail) + REPLY_PRIMING
         quote_message, quote_tokens, quoted, spill = self._split(
-            items, quote.chosen, min(budget - math.ceil(self.reserve * budget), budget - exchange_cost) - loose)
+            items, quote.chosen, budget - max(math.ceil(self.reserve * budget), exchange_cost) - loose)
         if quote_message is not None:
             self._quotes.append((current, quote_message, quote_tokens, sorted(quoted)))
         highlights = [f"prefix: {cache.prefix_tokens} tokens kept as before, {len(tail)} message(s) after the last compaction"]
