@@ -17,12 +17,12 @@ from ctxfold.errors import InvalidInputError, StoreError, InvalidTypeError
 from ctxfold.memory import Memory, Scope
 from ctxfold.memory.embedding import default_embedder, embed_texts
 from ctxfold.memory.records import decoder, encode
-from ctxfold.memory.updates import SUPERSEDE_THRESHOLD, AddResult, compare
+from ctxfold.memory.updates import MERGE_THRESHOLD, SUPERSEDE_THRESHOLD, AddResult, compare
 from hypothesis import assume, given, settings, strategies as st
 from memory_stores import BACKENDS, StoreOpener, U1, U2, unit
 
 
-MERGE = 0.95  # the stores' default merge_threshold
+MERGE = MERGE_THRESHOLD  # the stores' default merge_threshold
 
 
 # (old, new, what adding new after old does, the changed slot for a supersede)

@@ -183,8 +183,12 @@ def test_sentences_without_content_are_never_chosen() -> None:
 
 
 def test_term_weight_blends_the_text_own_vocabulary() -> None:
-    plans = {w: ExtractiveSummarizer(term_weight=w).extract(CHAT, 60).chosen for w in (0.0, 0.85, 1.0)}
-    assert plans[0.0] != plans[1.0]
+    def plan(weight: float, budget: int) -> list[tuple[int, int]]:
+        return ExtractiveSummarizer(term_weight=weight).extract(CHAT, budget).chosen
+
+    # at some budgets both weightings pick the same sentences; not at most of them
+    budgets = (50, 60, 70, 80, 90)
+    assert sum(plan(0.0, b) != plan(1.0, b) for b in budgets) >= 3
     for w in (0.0, 0.85, 1.0):
         out = ExtractiveSummarizer(term_weight=w).extract(CHAT, 60)
         assert out.tokens <= 60 and is_source_wording(out.text, CHAT)

@@ -27,7 +27,7 @@ from ctxfold.memory.matrix import ScopeMatrix, select_top
 from ctxfold.memory.records import Memory, decoder, encode
 from ctxfold.memory.scope import Scope, check_scope
 from ctxfold.memory.typed import CATEGORIES, merge_into, prepare
-from ctxfold.memory.updates import CANDIDATES, SUPERSEDE_THRESHOLD, AddResult, compare
+from ctxfold.memory.updates import CANDIDATES, MERGE_THRESHOLD, SUPERSEDE_THRESHOLD, AddResult, compare
 
 __all__ = ["Memories", "check_options"]
 
@@ -62,7 +62,7 @@ class Memories(Part):
         backend: Backend,
         archive: MemoryArchive,
         *,
-        merge_threshold: float | None = 0.95,
+        merge_threshold: float | None = MERGE_THRESHOLD,
         supersede_threshold: float | None = SUPERSEDE_THRESHOLD,
         matrix_cache_bytes: int = 1 << 30,
     ) -> None:

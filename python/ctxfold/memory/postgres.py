@@ -21,7 +21,7 @@ from ctxfold.errors import InvalidInputError, InvalidTypeError, StoreError
 from ctxfold.memory.backend import Backend
 from ctxfold.memory.memories import check_options
 from ctxfold.memory.store import SqlStore
-from ctxfold.memory.updates import SUPERSEDE_THRESHOLD
+from ctxfold.memory.updates import MERGE_THRESHOLD, SUPERSEDE_THRESHOLD
 
 __all__ = ["PostgresBackend", "PostgresStore", "mask_dsn"]
 
@@ -326,7 +326,7 @@ class PostgresStore(SqlStore):
         *,
         schema: str | None = None,
         embedder: Any = None,
-        merge_threshold: float | None = 0.95,
+        merge_threshold: float | None = MERGE_THRESHOLD,
         supersede_threshold: float | None = SUPERSEDE_THRESHOLD,
         min_size: int = 1,
         max_size: int = 8,

@@ -32,7 +32,7 @@ from ctxfold.errors import InvalidInputError, InvalidTypeError, StoreError
 from ctxfold.memory.backend import Backend
 from ctxfold.memory.memories import check_options
 from ctxfold.memory.store import SqlStore
-from ctxfold.memory.updates import SUPERSEDE_THRESHOLD
+from ctxfold.memory.updates import MERGE_THRESHOLD, SUPERSEDE_THRESHOLD
 
 __all__ = ["DEFAULT_FILENAME", "SqliteBackend", "SqliteStore"]
 
@@ -87,7 +87,7 @@ class SqliteStore(SqlStore):
         path: str | os.PathLike[str],
         *,
         embedder: Any = None,
-        merge_threshold: float | None = 0.95,
+        merge_threshold: float | None = MERGE_THRESHOLD,
         supersede_threshold: float | None = SUPERSEDE_THRESHOLD,
         timeout: float = 30.0,
         matrix_cache_bytes: int = 1 << 30,

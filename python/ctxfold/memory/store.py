@@ -30,7 +30,7 @@ from ctxfold.memory.records import Memory
 from ctxfold.memory.schema import SCOPED_TABLES
 from ctxfold.memory.scope import Scope, check_scope
 from ctxfold.memory.tiers import ChatHistory, Episodes, WorkingMemories
-from ctxfold.memory.updates import SUPERSEDE_THRESHOLD, AddResult
+from ctxfold.memory.updates import MERGE_THRESHOLD, SUPERSEDE_THRESHOLD, AddResult
 
 __all__ = ["SqlStore"]
 
@@ -45,7 +45,7 @@ class SqlStore(Part):
         self,
         backend: Backend,
         *,
-        merge_threshold: float | None = 0.95,
+        merge_threshold: float | None = MERGE_THRESHOLD,
         supersede_threshold: float | None = SUPERSEDE_THRESHOLD,
         matrix_cache_bytes: int = 1 << 30,
     ) -> None:
