@@ -1,7 +1,8 @@
 """Static sentence embeddings: the fast path next to `ctxfold.Embedder`.
 
 A static model is a table with one vector per token of the MiniLM vocabulary,
-distilled from the ONNX model (scripts/build_static_table.py; recipe and
+distilled from the ONNX model and fitted to what it says of whole texts
+(scripts/build_static_table.py; recipe and
 figures in models/minilm-static/README.md). A text's embedding is the weighted
 mean of its tokens' rows, L2-normalised, computed in the Rust core with the GIL
 released: no model run, so it is far faster than the encoder (docs/benchmarks.md), at
@@ -71,7 +72,8 @@ STATIC_MODEL_SPEC = ModelSpec(
         ModelFile(CONFIG_FILE, "becc85f010c5dd5b0bd0d8500f8068eab4d97a43f0b1aebd24fe6093dbc22d53", 1_080),
     ),
     licence="Apache-2.0",
-    source="distilled from all-MiniLM-L6-v2 (models/all-MiniLM-L6-v2/model.onnx) by scripts/build_static_table.py",
+    source=("distilled from all-MiniLM-L6-v2 (models/all-MiniLM-L6-v2/model.onnx) and fitted to its embeddings of "
+            "Debian's fortunes by scripts/build_static_table.py"),
 )
 
 
