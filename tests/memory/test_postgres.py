@@ -358,6 +358,7 @@ def test_keyword_dsns_are_read_as_libpq_reads_them(dsn: str) -> None:
 @given(dsn=uri_dsns)
 @example(dsn="postgresql://%b1")  # a percent-escape that is not UTF-8
 @example(dsn="postgresql://u:%b1@h/db")
+@example(dsn="postgresql://?password='")  # a quote in a URI is part of the value
 def test_uri_dsns_are_read_as_libpq_reads_them(dsn: str) -> None:
     check_like_libpq(dsn)
 

@@ -267,8 +267,11 @@ def _view(dsn: str) -> _DsnView:
     if not clear:
         return _DsnView(_whole_mask(dsn), hidden, False)
     # A quoted value stays quoted: "password='x'host=h" is two pairs, "password=***host=h" one.
+    # In a URI a quote is a character of the value, not a quote.
+    quoting = not (parts and parts[0].text in _URI_PREFIXES)
     masked = "".join(
-        p.text if k not in secret else f"'{_MASK}'" if p.text.startswith("'") else _MASK for k, p in enumerate(parts)
+        p.text if k not in secret else f"'{_MASK}'" if quoting and p.text.startswith("'") else _MASK
+        for k, p in enumerate(parts)
     )
     return _DsnView(masked, hidden, True)
 
