@@ -15,7 +15,7 @@ import sys
 
 import ctxfold
 
-EXPECTED = "cdc79309d4b4a7c1ad692be6c40b8b58"
+EXPECTED = "b582d7a6620c492878e20f1c22758257"
 
 WORDS = (
     "deploy database index migration latency cache invoice customer report budget schedule meeting "

@@ -262,7 +262,7 @@ def _load_build_script():
 
 @pytest.mark.slow
 def test_build_script_reproduces_the_shipped_table(embedder: StaticEmbedder, tmp_path: Path) -> None:
-    """Runs the ONNX model over the 30,522 tokens and the fit's corpus (one thread): about seven minutes."""
+    """Runs the ONNX model over the 30,522 tokens and the fit's corpus (one thread): about two minutes."""
     pytest.importorskip("onnxruntime", reason="the build script needs onnxruntime")
     pytest.importorskip("scipy", reason="the build script's fit needs scipy")
     if not BUILD_SCRIPT.is_file():

@@ -156,19 +156,22 @@ def test_a_question_about_something_compacted_away_gets_it_quoted_before_the_cur
     fact = msgs[0]["content"]
     if status["fact"].status == "kept":
         pytest.skip("the compaction kept the fact; nothing to quote")
-    quote = result.messages[-2]
-    assert quote["role"] == "user" and fact in quote["content"] and "[fact, user]" in quote["content"]
+    at = next(i for i, m in enumerate(result.messages[:-1]) if fact in m["content"])
+    quote = result.messages[at]
+    assert quote["role"] == "user" and "[fact, user]" in quote["content"]
     assert result.messages[-1]["content"] == question["content"]
     cache = result.report.cache
+    # A recall tail, when there is one, is outside the prefix: the breakpoint is just before it.
+    assert result.cache_breakpoint == len(result.messages) - (3 if cache.tail else 1)
     if "fact" in cache.tail:
-        # The recall tail is outside the prefix: the breakpoint is before it, and its tokens are counted.
-        assert result.cache_breakpoint == len(result.messages) - 3
+        # The fact is in the tail, and the tail's tokens are counted.
+        assert at == len(result.messages) - 2
         assert quote["content"].startswith("Earlier in this conversation (recalled")
         assert cache.tail_tokens == ContextEngine(encoding="cl100k_base").count([quote]) - 3
         assert "recalled in the tail" in status["fact"].reason
         assert any(h.startswith("recall tail") and "fact" in h for h in result.report.highlights)
     else:
-        assert result.cache_breakpoint == len(result.messages) - 1  # the quote is part of the prefix the next call keeps
+        assert at <= result.cache_breakpoint  # the quote is part of the prefix the next call keeps
         assert "quoted again" in status["fact"].reason
         assert any("quoted for the question: fact" in h for h in result.report.highlights)
     assert_openai(result.messages)

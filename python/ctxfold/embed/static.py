@@ -1,7 +1,8 @@
 """Static sentence embeddings: the fast path next to `ctxfold.Embedder`.
 
 A static model is a table with one vector per token of the MiniLM vocabulary,
-distilled from the ONNX model (scripts/build_static_table.py; recipe and
+distilled from the ONNX model and fitted to what it says of whole texts
+(scripts/build_static_table.py; recipe and
 figures in models/minilm-static/README.md). A text's embedding is the weighted
 mean of its tokens' rows, L2-normalised, computed in the Rust core with the GIL
 released: no model run, so it is far faster than the encoder (docs/benchmarks.md), at
@@ -66,12 +67,13 @@ TOKENIZER_FILE = "tokenizer.json"
 STATIC_MODEL_SPEC = ModelSpec(
     name=DEFAULT_STATIC_MODEL,
     files=(
-        ModelFile(TABLE_FILE, "51581873ca9c3411694d7f88bf5a47885cc7dc7279e9755e47405901b6a5e049", 15_627_392),
+        ModelFile(TABLE_FILE, "25aa8c52802ba993993933e180fecf9491db0b853f498a1f37192aa4a7d5414b", 15_627_392),
         ModelFile(WEIGHTS_FILE, "7c1c1ca76d962edda0a9e8530d27f8f161e8bc7124cf2c64c20277328bacba92", 122_216),
-        ModelFile(CONFIG_FILE, "4767c29716282c9926139c86628965de1bc979474c8181a60c7ae8e9138f23cf", 696),
+        ModelFile(CONFIG_FILE, "becc85f010c5dd5b0bd0d8500f8068eab4d97a43f0b1aebd24fe6093dbc22d53", 1_080),
     ),
     licence="Apache-2.0",
-    source="distilled from all-MiniLM-L6-v2 (models/all-MiniLM-L6-v2/model.onnx) by scripts/build_static_table.py",
+    source=("distilled from all-MiniLM-L6-v2 (models/all-MiniLM-L6-v2/model.onnx) and fitted to its embeddings of "
+            "Debian's fortunes by scripts/build_static_table.py"),
 )
 
 

@@ -125,8 +125,11 @@ class CacheAwareSession:
     an earlier one holds) until the next compaction. For a question about
     the past (see `recency_applies`), the rest is the recall tail, sent once
     just before the current turn, after the cache breakpoint, so it never
-    takes the room kept for the turns to come; a turn about the present task
-    has its recent messages verbatim and gets no tail. Segments are planned
+    takes the room kept for the turns to come; such a question compacts
+    first when the prefix leaves its tail less than half of `quote_share`,
+    as its answer may be among the messages that do not stand out. A turn
+    about the present task has its recent messages verbatim and gets no
+    tail. Segments are planned
     without the question of the turn that compacts: later questions are
     served by the quotes, not by a prefix rewritten for each.
 
@@ -441,8 +444,9 @@ class CacheAwareSession:
         deviations above the mean value, `_PAST_QUOTE_SPREAD` for a question
         about the past): those first, then the other messages the segments
         lost, each group most valued per square root of its tokens first.
-        `need` is the cost of quoting the ones that stand out (what may force
-        a compaction)."""
+        `need` is what may force a compaction: the cost of quoting the ones
+        that stand out, and for a question about the past at least half of
+        `room` (or the whole quote, when it is smaller)."""
         items, current = turn.items, turn.current
         end = self._end()
         if not self.recall_top or not self._segments or current < end or current >= len(items) or room <= 0:
@@ -456,7 +460,8 @@ class CacheAwareSession:
         past = scores[:current]
         # Only a question that singles out older messages gets a quote, so a turn about the present adds nothing;
         # a question about the past (no recency pull) is answered from older messages, so its bar is lower.
-        spread = _QUOTE_SPREAD if recency_applies(turn.query) else _PAST_QUOTE_SPREAD
+        about_past = not recency_applies(turn.query)
+        spread = _PAST_QUOTE_SPREAD if about_past else _QUOTE_SPREAD
         bar = float(past.mean() + spread * past.std())
         standing = {i for i in top if float(scores[i]) >= bar and i in missing}
         if not standing:
@@ -475,6 +480,9 @@ class CacheAwareSession:
             if trial_cost <= room:
                 chosen, cost = [*chosen, i], trial_cost
         need = self._quote_cost(items, [i for i in chosen if i in standing])
+        if about_past:
+            # Its answer may be among the others the segments lost, which only a tail with room brings back.
+            need = max(need, min(cost, room // 2))
         return _Wanted(chosen, cost, need)
 
     def _quote_cost(self, items: list[Any], indexes: list[int]) -> int:

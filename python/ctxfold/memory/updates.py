@@ -57,7 +57,7 @@ AddAction = Literal["added", "merged", "superseded"]
 #: The default cosine from which a memory that restates a stored one merges
 #: into it: the default embedder puts reworded short facts above it and a fact
 #: with a few more words (a narrower statement) below it.
-MERGE_THRESHOLD = 0.95
+MERGE_THRESHOLD = 0.93
 #: The default cosine from which a stored memory is a candidate for being
 #: superseded: lower than the merge threshold, since a changed name or
 #: identifier moves a short text's embedding more than a reworded one.
