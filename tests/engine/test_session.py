@@ -144,6 +144,20 @@ def test_the_exchange_quoted_after_a_compaction_leaves_out_the_tool_rounds_the_a
         assert_openai(r.messages)
 
 
+def test_a_question_about_the_past_compacts_when_the_prefix_leaves_its_tail_too_little_room() -> None:
+    msgs = [{"role": "user", "content": "Note for later: the staging database listens on port 5433.", "id": "fact"},
+            {"role": "assistant", "content": "Noted.", "id": "ack"}] + chat(40)
+    session = engine().session()
+    replay(session, msgs)
+    question = {"role": "user", "content": "Which port does the staging database listen on?", "id": "q"}
+    result = session.optimize([*msgs, question], budget=BUDGET)
+    cache = result.report.cache
+    # The prefix and the question fit, but leave the tail less than half the quote room: the session compacted first.
+    assert not cache.kept and cache.reason == "the messages the question needs do not fit beside the prefix"
+    assert any("Note for later: the staging database" in m["content"] for m in result.messages[:-1])
+    assert result.tokens <= BUDGET
+
+
 def test_a_question_about_something_compacted_away_gets_it_quoted_before_the_current_turn() -> None:
     msgs = [{"role": "user", "content": "Note for later: the staging database listens on port 5433.", "id": "fact"},
             {"role": "assistant", "content": "Noted.", "id": "ack"}] + chat(40)

@@ -129,9 +129,9 @@ class CacheAwareSession:
     first when the prefix leaves its tail less than half of `quote_share`,
     as its answer may be among the messages that do not stand out. A turn
     about the present task has its recent messages verbatim and gets no
-    tail. Segments are planned
-    without the question of the turn that compacts: later questions are
-    served by the quotes, not by a prefix rewritten for each.
+    tail. Segments are planned without the question of the turn that
+    compacts: later questions are served by the quotes, not by a prefix
+    rewritten for each.
 
     A question that recalls the conversation itself (see
     `recalls_the_conversation`: what was said or decided before, a short
