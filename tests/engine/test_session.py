@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxfold import CacheAwareSession, CachePricing, ContextEngine, InvalidInputError, InvalidTypeError, to_anthropic
+from ctxfold import CacheAwareSession, CachePricing, ContextEngine, ContextResult, InvalidInputError, InvalidTypeError, to_anthropic
 
 from sdk_checks import assert_anthropic, assert_openai
 
@@ -144,13 +144,19 @@ def test_the_exchange_quoted_after_a_compaction_leaves_out_the_tool_rounds_the_a
         assert_openai(r.messages)
 
 
-def test_a_question_about_the_past_compacts_when_the_prefix_leaves_its_tail_too_little_room() -> None:
+def asked_about_a_fact_compacted_away() -> tuple[list[dict], CacheAwareSession, dict, ContextResult]:
+    """A fact stated early in a long chat, then a question about it: the messages, the session, the question
+    and the session's result for it."""
     msgs = [{"role": "user", "content": "Note for later: the staging database listens on port 5433.", "id": "fact"},
             {"role": "assistant", "content": "Noted.", "id": "ack"}] + chat(40)
     session = engine().session()
     replay(session, msgs)
     question = {"role": "user", "content": "Which port does the staging database listen on?", "id": "q"}
-    result = session.optimize([*msgs, question], budget=BUDGET)
+    return msgs, session, question, session.optimize([*msgs, question], budget=BUDGET)
+
+
+def test_a_question_about_the_past_compacts_when_the_prefix_leaves_its_tail_too_little_room() -> None:
+    _, _, _, result = asked_about_a_fact_compacted_away()
     cache = result.report.cache
     # The prefix and the question fit, but leave the tail less than half the quote room: the session compacted first.
     assert not cache.kept and cache.reason == "the messages the question needs do not fit beside the prefix"
@@ -159,12 +165,7 @@ def test_a_question_about_the_past_compacts_when_the_prefix_leaves_its_tail_too_
 
 
 def test_a_question_about_something_compacted_away_gets_it_quoted_before_the_current_turn() -> None:
-    msgs = [{"role": "user", "content": "Note for later: the staging database listens on port 5433.", "id": "fact"},
-            {"role": "assistant", "content": "Noted.", "id": "ack"}] + chat(40)
-    session = engine().session()
-    replay(session, msgs)
-    question = {"role": "user", "content": "Which port does the staging database listen on?", "id": "q"}
-    result = session.optimize([*msgs, question], budget=BUDGET)
+    msgs, session, question, result = asked_about_a_fact_compacted_away()
     assert result.tokens <= BUDGET
     status = {r.id: r for r in result.items}
     fact = msgs[0]["content"]
