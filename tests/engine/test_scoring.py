@@ -12,7 +12,7 @@ from ctxfold.engine.config import DEFAULT_WEIGHTS, EngineConfig
 from ctxfold.engine.messages import parse_messages
 from ctxfold.engine.results import LAYER_NAMES
 from ctxfold.engine.run import RunContext
-from ctxfold.engine.scoring import recalls_the_conversation, recency_applies, score_items
+from ctxfold.engine.scoring import recalls_the_conversation, recency_applies, score_items, topic_of
 from ctxfold.summarize.head_tail import HeadTailSummarizer
 from ctxfold.tokens import get_tokenizer
 
@@ -63,6 +63,36 @@ def test_semantic_layer_best_match_scores_one_and_unrelated_zero():
     assert layers["semantic"][2] == 1.0  # "work" and "Berlin"
     assert 0 < layers["semantic"][3] < 1  # "Berlin" only
     assert layers["semantic"][0] == layers["semantic"][1] == layers["semantic"][4] == 0
+
+
+@pytest.mark.parametrize(
+    "query, topic",
+    [
+        ("Can you give me a comprehensive summary of how my garden project has progressed throughout our conversations?",
+         "how my garden project has progressed ?"),
+        ("Can you list the order in which I brought up the trips, in order?", "list the trips, ?"),
+        ("Could you remind me what you said about the hotel?", "what you said about the hotel?"),
+        ("What are Paola's hobbies?", "What are Paola's hobbies?"),
+        # Nothing but framing: the query is all there is.
+        ("Can you summarize our conversation?", "Can you summarize our conversation?"),
+    ],
+)
+def test_topic_of_leaves_out_the_words_that_frame_a_question(query, topic):
+    assert topic_of(query) == topic
+
+
+def test_framing_words_rare_in_the_chat_do_not_outweigh_the_topic():
+    chat = [
+        {"role": "user", "content": "The tomatoes in my garden got blight this week."},
+        {"role": "assistant", "content": "Here is a comprehensive summary of the meeting notes you pasted."},
+        {"role": "user", "content": "Thanks. The garden needs a new fence too."},
+        {"role": "assistant", "content": "A cedar fence would last."},
+        {"role": "user", "content": "ok"},
+    ]
+    _, _, layers = scored(chat, "Can you give me a comprehensive summary of my garden?")
+    semantic = layers["semantic"]
+    assert semantic[1] == 0  # "comprehensive summary" is how it asks, not what about
+    assert semantic[0] > 0 and semantic[2] > 0
 
 
 @pytest.mark.parametrize(

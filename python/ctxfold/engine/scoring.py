@@ -1,7 +1,8 @@
 """Relevance scoring: six layers, each in [0, 1], mixed by `EngineConfig.weights`.
 
-- semantic: BM25 of the message against the query (Rust index), scaled by the
-  best match; fused with embedding cosine when an embedder is configured (a
+- semantic: BM25 of the message against the query's topic (the query
+  without the words that frame it: "Can you give me a summary of ...",
+  "throughout our conversations"; Rust index), scaled by the best match; fused with embedding cosine when an embedder is configured (a
   message is relevant when either signal is strong: the larger of the two
   standardised scores); with `EngineConfig.rerank`, the best messages of that
   first stage also get the reranker's (MiniLM's) cosine as a third signal;
@@ -36,7 +37,7 @@ from ctxfold.text.entities import extract_entities
 from ctxfold.engine.results import LAYER_NAMES, STATE_KINDS, Item
 from ctxfold.engine.run import RunContext
 
-__all__ = ["score_items", "recency_applies", "recalls_the_conversation", "rerank", "LAYER_NAMES"]
+__all__ = ["score_items", "recency_applies", "recalls_the_conversation", "topic_of", "rerank", "LAYER_NAMES"]
 
 _ROLE_WEIGHT = {"system": 1.0, "developer": 1.0, "user": 0.6, "assistant": 0.5, "tool": 0.4}
 _STRUCTURE_CUES = [
@@ -87,6 +88,30 @@ _SHORT_RECALL = re.compile(
     r"|^\s*(what|when|where|who|which|how \w+)\s+(was|were|did|had)\b[^.!\n]{0,120}\?\s*$",
     re.I,
 )
+
+# Words that frame a question (the request, the form of the answer, the
+# conversation as a whole) rather than say what it is about: rare in a chat,
+# so BM25 would weigh them most, and they pull the dense query towards
+# messages about summaries and conversations.
+_FRAMING = re.compile(
+    r"\b(can|could|would|will) you\b|\b(please|give me|tell me|show me|provide|remind me( of| about)?)\b"
+    r"|\b(a |an )?(clear|comprehensive|detailed|brief|short|quick|complete|full)?\s*"
+    r"(summary|summari[sz]e|recap|overview|rundown)( of)?\b"
+    r"|\b((throughout|across|over|during|in|of) )?(all )?(of )?our (previous |past |earlier )?(conversations?|discussions?|chats?|sessions?)\b"
+    r"|\b(over time|so far|over the past (few )?(days|weeks|months))\b"
+    r"|\bmention only( and only)? \w+ items\b|\bin order\b|\bthe order in which\b"
+    r"|\b(I|we) (first )?(brought up|mentioned|discussed|talked about|covered)\b"
+    r"|\bwe'?ve (discussed|covered|talked about)\b",
+    re.I,
+)
+
+
+def topic_of(query: str) -> str:
+    """`query` without the words that frame it ("Can you give me a summary
+    of ... throughout our conversations"), or `query` itself when nothing
+    else is left."""
+    rest = " ".join(_FRAMING.sub(" ", query).split())
+    return rest if len(re.findall(r"\w+", rest)) >= 2 else query
 
 
 def score_items(items: Sequence[Item], run: RunContext) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -140,9 +165,9 @@ def semantic_layer(
     texts: list[str], query: str, embedder: Any = None, cache: EngineCache | None = None, *,
     reranker: Any = None, shortlist: int = 0,
 ) -> np.ndarray:
-    """BM25, fused with embedding cosine when an embedder is given: the larger
-    of the two scores, each standardised over the conversation, clipped at 0
-    and scaled so the best message scores 1.
+    """BM25 of `topic_of(query)`, fused with embedding cosine when an
+    embedder is given: the larger of the two scores, each standardised over
+    the conversation, clipped at 0 and scaled so the best message scores 1.
 
     The maximum (either signal suffices) rather than the sum (both must
     agree): a memory question is often answered in other words ("doctors" ->
@@ -156,6 +181,7 @@ def semantic_layer(
     a third signal, and again either one suffices."""
     if not texts or not query:
         return np.zeros(len(texts))
+    query = topic_of(query)
     cache = cache if cache is not None else EngineCache()
     scores = bm25_scores(cache.terms_of(texts, Bm25.tokenize), query)
     dense_on = embedder is not None and len(texts) > 1
