@@ -193,6 +193,26 @@ def test_between_people_structure_scores_nothing():
     assert layers["structure"].all()
 
 
+def test_between_people_a_reply_is_lifted_by_the_message_it_answers_whoever_speaks():
+    chat = [
+        {"role": "user", "content": "Nicolas: The bus was late again."},
+        {"role": "assistant", "content": "Nebraas: What did you cook for dinner tonight?"},
+        {"role": "user", "content": "Nicolas: Vegetable soup."},
+        {"role": "assistant", "content": "Nebraas: Nice. Work was long."},
+        {"role": "user", "content": "Nicolas: Same here."},
+    ]
+    query = "What did Nicolas cook for dinner?"
+    _, _, layers = scored(chat, query)
+    sem, cross = layers["semantic"], layers["cross_reference"]
+    assert sem[1] == 1.0 and sem[2] < 1.0
+    # The reply follows the other person's question (an assistant -> user
+    # pair, which an assistant's chat does not read as an answer).
+    assert cross[2] == 1.0
+    assert cross[3] == max(sem[2], sem[4])
+    _, _, plain = scored([{"role": m["role"], "content": m["content"].split(": ", 1)[1]} for m in chat], query)
+    assert plain["cross_reference"][2] < 1.0
+
+
 # -- two-stage ranking: a reranker over the first stage's short list ----------------------
 
 DOCTOR_CHAT = [

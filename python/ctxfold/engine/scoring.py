@@ -18,7 +18,8 @@
   in a chat between two people);
 - cross_reference: a message answered or referred to by a relevant message is
   lifted with it (an assistant turn lifts the user turn it answers, a tool
-  result lifts its call).
+  result lifts its call; in a chat between two people, each message lifts
+  the ones before and after it).
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ def score_items(items: Sequence[Item], run: RunContext) -> tuple[np.ndarray, dic
         # assistant; between two people they single out nothing.
         "structure": structure_layer(items, cache) if people is None else np.zeros(len(items)),
     }
-    layers["cross_reference"] = cross_reference_layer(items, layers["semantic"])
+    layers["cross_reference"] = cross_reference_layer(items, layers["semantic"], between_people=people is not None)
     total = sum(run.config.weights.get(name, 0.0) * layers[name] for name in LAYER_NAMES)
     return np.asarray(total, dtype=np.float64), layers
 
@@ -302,11 +303,16 @@ def _structure_score(it: Item) -> float:
     return min(value, 1.0)
 
 
-def cross_reference_layer(items: Sequence[Item], semantic: np.ndarray) -> np.ndarray:
+def cross_reference_layer(items: Sequence[Item], semantic: np.ndarray, between_people: bool = False) -> np.ndarray:
     """For each message, the semantic score of the messages that answer or
     complete it: the next assistant turn for a user turn, the results of a
-    tool call, the call of a tool result."""
+    tool call, the call of a tool result; `between_people`, the message
+    before and the one after, whoever says them ("Vegetable soup" answers
+    "What did you have for dinner?" from either side)."""
     out = np.zeros(len(items))
+    if between_people and len(items) > 1:
+        out[1:] = semantic[:-1]
+        out[:-1] = np.maximum(out[:-1], semantic[1:])
     by_call: dict[str, list[int]] = {}
     for i, it in enumerate(items):
         for call_id in it.tool_call_ids:
