@@ -15,7 +15,7 @@ import sys
 
 import ctxfold
 
-EXPECTED = "b582d7a6620c492878e20f1c22758257"
+EXPECTED = "af2c687c6c348a7d9a88c841185cc3bb"
 
 WORDS = (
     "deploy database index migration latency cache invoice customer report budget schedule meeting "
