@@ -2,8 +2,9 @@
 
 - semantic: BM25 of the message against the query's topic (the query
   without the words that frame it: "Can you give me a summary of ...",
-  "throughout our conversations"; Rust index), scaled by the best match; fused with embedding cosine when an embedder is configured (a
-  message is relevant when either signal is strong: the larger of the two
+  "throughout our conversations"; Rust index), scaled by the best match;
+  fused with embedding cosine when an embedder is configured (a message is
+  relevant when either signal is strong: the larger of the two
   standardised scores); with `EngineConfig.rerank`, the best messages of that
   first stage also get the reranker's (MiniLM's) cosine as a third signal;
 - entity: share of the query's entities (names, numbers, dates) the message
