@@ -73,6 +73,11 @@ def test_semantic_layer_best_match_scores_one_and_unrelated_zero():
         ("Can you list the order in which I brought up the trips, in order?", "list the trips, ?"),
         ("Could you remind me what you said about the hotel?", "what you said about the hotel?"),
         ("What are Paola's hobbies?", "What are Paola's hobbies?"),
+        # Saying it, not what was said: who mentioned or discussed it is the intent layer's.
+        ("What dishes did Nicolas mention in their conversation?", "What dishes did Nicolas ?"),
+        ("When did Fahim and Akib first discuss their interest in esports?", "When did Fahim and Akib their interest in esports?"),
+        ("Based on the conversation, can we assume that Akib likes hiking?", ", Akib likes hiking?"),
+        ("What can be inferred about Emi's taste in films?", "What about Emi's taste in films?"),
         # Nothing but framing: the query is all there is.
         ("Can you summarize our conversation?", "Can you summarize our conversation?"),
     ],
@@ -93,6 +98,19 @@ def test_framing_words_rare_in_the_chat_do_not_outweigh_the_topic():
     semantic = layers["semantic"]
     assert semantic[1] == 0  # "comprehensive summary" is how it asks, not what about
     assert semantic[0] > 0 and semantic[2] > 0
+
+
+def test_asking_who_mentioned_it_does_not_lift_the_messages_that_say_mention():
+    chat = [
+        {"role": "user", "content": "Nicolas: I made lasagna and a pot of chili yesterday."},
+        {"role": "assistant", "content": "Nebraas: Did you mention the party to your boss in our last talk?"},
+        {"role": "user", "content": "Nicolas: The chili was too spicy, the dishes took forever."},
+        {"role": "assistant", "content": "Nebraas: I discussed it with him, no worries."},
+    ]
+    _, _, layers = scored(chat, "What dishes did Nicolas mention in their conversation?")
+    semantic = layers["semantic"]
+    assert semantic[1] == semantic[3] == 0  # they say "mention" and "discussed", not what about
+    assert semantic[2] > 0
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,8 @@
 
 - semantic: BM25 of the message against the query's topic (the query
   without the words that frame it: "Can you give me a summary of ...",
-  "throughout our conversations"; Rust index), scaled by the best match;
+  "throughout our conversations", "did she mention", "can we assume that";
+  Rust index), scaled by the best match;
   fused with embedding cosine when an embedder is configured (a message is
   relevant when either signal is strong: the larger of the two
   standardised scores); with `EngineConfig.rerank`, the best messages of that
@@ -103,7 +104,15 @@ _FRAMING = re.compile(
     r"|\b(over time|so far|over the past (few )?(days|weeks|months))\b"
     r"|\bmention only( and only)? \w+ items\b|\bin order\b|\bthe order in which\b"
     r"|\b(I|we) (first )?(brought up|mentioned|discussed|talked about|covered)\b"
-    r"|\bwe'?ve (discussed|covered|talked about)\b",
+    r"|\b(first )?(mention(s|ed|ing)?|discuss(es|ed|ing)?|talk(s|ed|ing)? about|brought up)\b"
+    r"|\b(in|during) (their|our|the|a|this) (conversations?|discussions?|chats?)( with \w+)?\b"
+    r"|\b(their|our) discussions?( (on|about|of))?\b|\bwe'?ve (discussed|covered|talked about)\b"
+    # The words of a question that asks for an inference: "Based on the
+    # conversation, can we assume that ...", "What can be inferred about ...".
+    r"|\bbased on( (the |our |this )?(conversations?|discussions?|chats?))?\b"
+    r"|\b(can|could) (we|you|I) (assume|infer|conclude|say)( that)?\b"
+    r"|\b(can|could) (it )?be (inferred|concluded|said|considered)( (as|that|from))?\b"
+    r"|\bis it (likely|fair to say|safe to assume)( that)?\b",
     re.I,
 )
 
