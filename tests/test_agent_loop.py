@@ -263,6 +263,39 @@ def test_agent_loop_promises_hold_at_small_budgets(msgs, strategy, budget) -> No
     check_promises(msgs, budget, strategy)
 
 
+RULE = "Always quote the exact error message when I ask about failures."
+
+
+def present_with(msgs: list[dict], extra: set[int]) -> list[dict]:
+    """`must_be_present` and the messages `extra` names, each with its tool group."""
+    keep = set(current_turn(msgs)) | {i for i, m in enumerate(msgs) if m["role"] == "system" or m.get("pinned")} | extra
+    owner = {c["id"]: i for i, m in enumerate(msgs) for c in m.get("tool_calls") or ()}
+    group = [owner.get(m.get("tool_call_id"), i) for i, m in enumerate(msgs)]
+    kept_groups = {group[i] for i in keep}
+    return [m for i, m in enumerate(msgs) if i in keep or group[i] in kept_groups]
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(agent_conversations(), st.sampled_from(["optimal", "full"]), st.data())
+def test_a_standing_instruction_stays_while_what_must_stay_fits_beside_it(msgs, strategy, data) -> None:
+    # The strategies that plan every message freely; the others also keep a
+    # window of recent messages (and compacted its gap markers), which then
+    # compete with it for the same room.
+    starts = [i for i, m in enumerate(msgs) if m["role"] == "user"] + [len(msgs)]
+    at = data.draw(st.sampled_from(starts))
+    msgs = [*msgs[:at], {"role": "user", "content": RULE}, *msgs[at:]]
+    # What the plan keeps present besides it: the last messages, the last user
+    # message, the agent-state kinds (all with their tool groups).
+    last_user = max(i for i, m in enumerate(msgs) if m["role"] == "user")
+    soft = set(range(max(0, len(msgs) - EngineConfig().protect_last), len(msgs))) | {last_user, at}
+    soft |= {i for i, m in enumerate(msgs) if m.get("kind") in ("decision", "active_task")}
+    needed = count_messages(present_with(msgs, soft), encoding="cl100k_base")
+    budget = data.draw(st.integers(needed, needed + 2_000))
+    res = ENGINES[strategy].optimize(msgs, budget=budget)
+    check_output(msgs, res, budget)
+    assert RULE in [m.get("content") for m in res.messages]
+
+
 # --- the reported cases -----------------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ from ctxfold.engine.messages import parse_messages
 from ctxfold.engine.options import (
     CLEAR, DROP, KEEP, LENGTH_POWER, NOTE_SHARE, PEOPLE_LENGTH_POWER, PLACEHOLDER_SHARE, PLAIN, SEAM_SLACK, SUMMARY,
     TIME_NOTE_SHARE, TOOL_CUT_SHARE,
-    length_weights, message_options,
+    length_weights, message_options, standing_instructions,
 )
 from ctxfold.engine.plan import plan_items
 from ctxfold.engine.results import STATE_KINDS
@@ -220,3 +220,40 @@ def test_the_day_said_is_worth_its_room_only_when_the_question_asks_when():
         assert items[0].date_note.startswith("[said 2023-05-10")
         opts = options(items, 10_000, query=question)
         assert opts.values[0, KEEP] - opts.values[0, PLAIN] == pytest.approx(opts.base[0] * share)
+
+
+@pytest.mark.parametrize("text, standing", [
+    ("Always include version numbers when I ask about software dependencies.", True),
+    ("Thanks, that works. From now on, answer in French.", True),
+    ("Please never use emojis in your answers.", True),
+    ("Don't ever shorten the stack traces you quote.", True),
+    ("I always run the tests before I push.", False),
+    ("Never mind, the build passes now.", False),
+    ("What is the capital of France?", False),
+    # A long prompt that opens with a rule is a task of its own.
+    ("Always answer as a pirate. " + "Here is the story so far: the ship sailed on. " * 20, False),
+])
+def test_a_short_user_rule_for_the_answers_to_come_is_a_standing_instruction(text, standing):
+    items = parse_messages([{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}], TOK)
+    assert standing_instructions(items).tolist() == [standing, False]
+
+
+def test_standing_instructions_stay_present_whatever_the_question():
+    chat = [{"role": "user", "content": "Always include version numbers when I ask about libraries."},
+            {"role": "assistant", "content": "Will do."}]
+    for k in range(30):
+        chat += [{"role": "user", "content": f"Tell me about the harbour of town {k}. " * 6},
+                 {"role": "assistant", "content": f"Town {k} has a small harbour with fishing boats. " * 6}]
+    items = parse_messages(chat, TOK)
+    config = EngineConfig(protect_last=2)
+    opts = options(items, 400, config, scores=np.linspace(0.1, 1.0, len(items)), query="Which harbour is the largest?")
+    assert opts.soft[0] and not opts.soft[1]
+    plan = plan_items(items, np.linspace(0.1, 1.0, len(items)), run(400, config, "Which harbour is the largest?"))
+    assert plan.choices[0] == KEEP
+
+
+def test_between_two_people_always_and_never_are_how_people_talk():
+    chat = [{"role": "user", "content": "Ana: Never again will I eat that much cake."},
+            {"role": "assistant", "content": "Ben: Always the same story with you!"},
+            {"role": "user", "content": "Ana: Always, haha."}]
+    assert not standing_instructions(parse_messages(chat, TOK)).any()

@@ -15,6 +15,7 @@ chunk summaries at two levels."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import msgspec
@@ -32,7 +33,8 @@ from ctxfold.text.temporal import asks_about_time, without_said
 from ctxfold.tokens import REPLY_PRIMING, count_messages
 
 __all__ = [
-    "Options", "message_options", "message_values", "length_weights", "soft_protected", "critical_protected",
+    "Options", "message_options", "message_values", "length_weights", "soft_protected", "standing_instructions",
+    "critical_protected",
     "system_message_cost", "KEEP", "SUMMARY", "CLEAR", "DROP", "PLAIN", "SUMMARY_MARKER", "SEAM_SLACK",
 ]
 
@@ -151,7 +153,8 @@ def length_weights(items: Sequence[Item]) -> np.ndarray:
 
 def soft_protected(items: Sequence[Item], config: EngineConfig, recent: bool = True) -> np.ndarray:
     """Messages kept present (verbatim when they fit, shortened otherwise):
-    the last user message, agent-state kinds, and with `recent` the last
+    the last user message, agent-state kinds, the user's standing
+    instructions (`standing_instructions`), and with `recent` the last
     `config.protect_last` messages."""
     n = len(items)
     soft = np.zeros(n, dtype=bool)
@@ -162,7 +165,33 @@ def soft_protected(items: Sequence[Item], config: EngineConfig, recent: bool = T
         soft[last_user] = True
     for i, it in enumerate(items):
         soft[i] |= it.kind in ("active_task", "decision")
+    soft |= standing_instructions(items)
     return soft
+
+
+# "Always cite sources when I ask about history.", "From now on, answer in
+# French.": a rule for every later answer, at the start of a sentence.
+_STANDING = re.compile(
+    r"(?:^|[.!?]\s+|\n)\s*(?:please\s+)?(?:always|never(?! mind)|from now on|don'?t ever|do not ever)\b",
+    re.I,
+)
+# A longer message that opens with "Always..." is a task of its own (a prompt
+# with its rules), scored like any other.
+STANDING_MAX_TOKENS = 80
+
+
+def standing_instructions(items: Sequence[Item]) -> np.ndarray:
+    """The user's standing instructions to the assistant: short user messages
+    that set a rule for the answers to come ("Always include version numbers
+    when I ask about dependencies"). The next answer needs them whatever the
+    question is, so they stay present. None in a chat between two people,
+    where "never" and "always" are how people talk."""
+    out = np.zeros(len(items), dtype=bool)
+    if people_in_chat(items) is not None:
+        return out
+    for i, it in enumerate(items):
+        out[i] = it.role == "user" and it.tokens <= STANDING_MAX_TOKENS and _STANDING.search(it.text) is not None
+    return out
 
 
 def critical_protected(items: Sequence[Item], config: EngineConfig, room: int) -> np.ndarray:
