@@ -15,9 +15,10 @@ def current_turn(msgs: list[dict]) -> list[int]:
     return sorted({i for i in current if i is not None})
 
 
-def must_be_present(msgs: list[dict]) -> list[dict]:
-    """System and pinned messages with their tool groups, and the current turn, verbatim."""
-    keep = set(current_turn(msgs)) | {i for i, m in enumerate(msgs) if m["role"] == "system" or m.get("pinned")}
+def must_be_present(msgs: list[dict], extra: frozenset[int] = frozenset()) -> list[dict]:
+    """System and pinned messages with their tool groups, and the current turn, verbatim
+    (and the messages `extra` names, with their tool groups)."""
+    keep = set(current_turn(msgs)) | {i for i, m in enumerate(msgs) if m["role"] == "system" or m.get("pinned")} | extra
     owner = {c["id"]: i for i, m in enumerate(msgs) for c in m.get("tool_calls") or ()}
     group = [owner.get(m.get("tool_call_id"), i) for i, m in enumerate(msgs)]
     kept_groups = {group[i] for i in keep}

@@ -266,15 +266,6 @@ def test_agent_loop_promises_hold_at_small_budgets(msgs, strategy, budget) -> No
 RULE = "Always quote the exact error message when I ask about failures."
 
 
-def present_with(msgs: list[dict], extra: set[int]) -> list[dict]:
-    """`must_be_present` and the messages `extra` names, each with its tool group."""
-    keep = set(current_turn(msgs)) | {i for i, m in enumerate(msgs) if m["role"] == "system" or m.get("pinned")} | extra
-    owner = {c["id"]: i for i, m in enumerate(msgs) for c in m.get("tool_calls") or ()}
-    group = [owner.get(m.get("tool_call_id"), i) for i, m in enumerate(msgs)]
-    kept_groups = {group[i] for i in keep}
-    return [m for i, m in enumerate(msgs) if i in keep or group[i] in kept_groups]
-
-
 @settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(agent_conversations(), st.sampled_from(["optimal", "full"]), st.data())
 def test_a_standing_instruction_stays_while_what_must_stay_fits_beside_it(msgs, strategy, data) -> None:
@@ -289,7 +280,7 @@ def test_a_standing_instruction_stays_while_what_must_stay_fits_beside_it(msgs, 
     last_user = max(i for i, m in enumerate(msgs) if m["role"] == "user")
     soft = set(range(max(0, len(msgs) - EngineConfig().protect_last), len(msgs))) | {last_user, at}
     soft |= {i for i, m in enumerate(msgs) if m.get("kind") in ("decision", "active_task")}
-    needed = count_messages(present_with(msgs, soft), encoding="cl100k_base")
+    needed = count_messages(must_be_present(msgs, frozenset(soft)), encoding="cl100k_base")
     budget = data.draw(st.integers(needed, needed + 2_000))
     res = ENGINES[strategy].optimize(msgs, budget=budget)
     check_output(msgs, res, budget)
