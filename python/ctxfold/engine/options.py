@@ -124,22 +124,27 @@ class Options(msgspec.Struct, kw_only=True):
     """The messages planned one by one (the rest are in chunks)."""
 
 
-def message_values(scores: np.ndarray, items: Sequence[Item] | None = None) -> np.ndarray:
+def message_values(
+    scores: np.ndarray, items: Sequence[Item] | None = None, between_people: bool | None = None
+) -> np.ndarray:
     """What keeping each message is worth: its score scaled so the best is 1,
     to the power SCORE_POWER (plus a hair so that everything is worth keeping
     when there is room); with `items`, times `length_weights(items)`."""
     clipped = np.clip(scores, 0, None)
     values: np.ndarray = (clipped / max(float(clipped.max(initial=0.0)), 1e-12)) ** SCORE_POWER + 1e-6
     if items is not None:
-        values *= length_weights(items)
+        values *= length_weights(items, between_people)
     return values
 
 
-def length_weights(items: Sequence[Item]) -> np.ndarray:
+def length_weights(items: Sequence[Item], between_people: bool | None = None) -> np.ndarray:
     """(tokens without the date note / median tokens of the same role) ** LENGTH_POWER per message
-    (PEOPLE_LENGTH_POWER in a chat between two people): 1 for a message of its
-    role's typical length."""
-    power = LENGTH_POWER if people_in_chat(items) is None else PEOPLE_LENGTH_POWER
+    (PEOPLE_LENGTH_POWER in a chat between two people; `between_people`
+    None: found with `people_in_chat`): 1 for a message of its role's
+    typical length."""
+    if between_people is None:
+        between_people = people_in_chat(items) is not None
+    power = PEOPLE_LENGTH_POWER if between_people else LENGTH_POWER
     # A date note says when, not what: the length that counts is the message's own.
     tokens = np.array([max(it.tokens - it.note_tokens, 1) for it in items], dtype=np.float64)
     roles = np.array([it.role for it in items], dtype=object)
@@ -151,7 +156,9 @@ def length_weights(items: Sequence[Item]) -> np.ndarray:
     return weights
 
 
-def soft_protected(items: Sequence[Item], config: EngineConfig, recent: bool = True) -> np.ndarray:
+def soft_protected(
+    items: Sequence[Item], config: EngineConfig, recent: bool = True, between_people: bool | None = None
+) -> np.ndarray:
     """Messages kept present (verbatim when they fit, shortened otherwise):
     the last user message, agent-state kinds, the user's standing
     instructions (`standing_instructions`), and with `recent` the last
@@ -165,7 +172,7 @@ def soft_protected(items: Sequence[Item], config: EngineConfig, recent: bool = T
         soft[last_user] = True
     for i, it in enumerate(items):
         soft[i] |= it.kind in ("active_task", "decision")
-    soft |= standing_instructions(items)
+    soft |= standing_instructions(items, between_people)
     return soft
 
 
@@ -180,14 +187,17 @@ _STANDING = re.compile(
 STANDING_MAX_TOKENS = 80
 
 
-def standing_instructions(items: Sequence[Item]) -> np.ndarray:
+def standing_instructions(items: Sequence[Item], between_people: bool | None = None) -> np.ndarray:
     """The user's standing instructions to the assistant: short user messages
     that set a rule for the answers to come ("Always include version numbers
     when I ask about dependencies"). The next answer needs them whatever the
     question is, so they stay present. None in a chat between two people,
-    where "never" and "always" are how people talk."""
+    where "never" and "always" are how people talk (`between_people` None:
+    found with `people_in_chat`)."""
     out = np.zeros(len(items), dtype=bool)
-    if people_in_chat(items) is not None:
+    if between_people is None:
+        between_people = people_in_chat(items) is not None
+    if between_people:
         return out
     for i, it in enumerate(items):
         out[i] = it.role == "user" and it.tokens <= STANDING_MAX_TOKENS and _STANDING.search(it.text) is not None
@@ -249,12 +259,13 @@ def message_options(
     cuts, cut_costs = _current_forms(
         items, current, text_tokens, room - fixed, budget, fixed, {i: config.summary_ratio for i in traded}
     )
-    soft = (soft_protected(items, config, run.protect_recent) | np.array([z == "window" for z in zone])
+    between_people = people_in_chat(items) is not None
+    soft = (soft_protected(items, config, run.protect_recent, between_people) | np.array([z == "window" for z in zone])
             | critical_protected(items, config, room)) & ~hard
     targets: dict[int, int] = {}
     placeholders: dict[int, str] = {}
     marker = int(tokenizer.count(SUMMARY_MARKER))
-    base = message_values(scores, items)
+    base = message_values(scores, items, between_people)
     duplicates = later_copies(items)
     for i in duplicates:
         # An exact copy of a later message adds nothing while that one is there.

@@ -103,10 +103,10 @@ _FRAMING = re.compile(
     r"|\b((throughout|across|over|during|in|of) )?(all )?(of )?our (previous |past |earlier )?(conversations?|discussions?|chats?|sessions?)\b"
     r"|\b(over time|so far|over the past (few )?(days|weeks|months))\b"
     r"|\bmention only( and only)? \w+ items\b|\bin order\b|\bthe order in which\b"
-    r"|\b(I|we) (first )?(brought up|mentioned|discussed|talked about|covered)\b"
-    r"|\b(first )?(mention(s|ed|ing)?|discuss(es|ed|ing)?|talk(s|ed|ing)? about|brought up)\b"
+    r"|\b((I|we|we'?ve) )?(first )?(brought up|mention(s|ed|ing)?|discuss(es|ed|ing)?|talk(s|ed|ing)? about)\b"
+    r"|\b(I|we|we'?ve) (first )?covered\b"
     r"|\b(in|during) (their|our|the|a|this) (conversations?|discussions?|chats?)( with \w+)?\b"
-    r"|\b(their|our) discussions?( (on|about|of))?\b|\bwe'?ve (discussed|covered|talked about)\b"
+    r"|\b(their|our) discussions?( (on|about|of))?\b"
     # The words of a question that asks for an inference: "Based on the
     # conversation, can we assume that ...", "What can be inferred about ...".
     r"|\bbased on( (the |our |this )?(conversations?|discussions?|chats?))?\b"
