@@ -8,6 +8,14 @@ sessions), LongMemEval oracle (``oracle``: the evidence sessions only), BEAM
 its history at two budgets: 1/8 of the history's content tokens, and a fixed
 budget per set (LongMemEval 2,000 tokens, BEAM 4,000, REALTALK 1,000).
 
+``lme_mix`` (not in the default ``--sets``) is LongMemEval-S-like histories
+for all the oracle set's questions, not only the dev histories': each
+question's evidence sessions, in their order, at random places among
+distractor sessions drawn from the dev histories' pool (not the question's
+own sessions), ``MIX_SESSIONS`` sessions in all as an S history has, seeded
+by the question id. It checks that what holds on 56 dev histories holds on
+eight times as many questions, at 2,000 tokens like ``lme``.
+
 Measures, as ../shared/checks/engine_*.py take them (the histories are loaded
 by that folder's ``common.py``, so both read the same messages):
 
@@ -65,6 +73,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import sqlite3
 import statistics
@@ -82,8 +91,11 @@ from ctxfold.text.entities import entity_recall
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("CTXFOLD_SHARED_DATA", REPO.parent / "shared" / "data")).parent
 CHECKS = SHARED / "checks"
-FIXED = {"lme": 2000, "oracle": 2000, "beam": 4000, "realtalk": 1000}
-NAMES = {"lme": "LongMemEval-S dev", "oracle": "LongMemEval oracle", "beam": "BEAM 100K", "realtalk": "REALTALK"}
+FIXED = {"lme": 2000, "oracle": 2000, "beam": 4000, "realtalk": 1000, "lme_mix": 2000}
+NAMES = {"lme": "LongMemEval-S dev", "oracle": "LongMemEval oracle", "beam": "BEAM 100K", "realtalk": "REALTALK",
+         "lme_mix": "LongMemEval oracle questions among S sessions"}
+# Sessions in an lme_mix history: about what a LongMemEval-S history holds (38-51).
+MIX_SESSIONS = 48
 METHODS = ("ctxfold", "ctxfold-nodates", "recency", "bm25", "static", "minilm", "bm25+minilm", "bm25+static", "trim_messages")
 RRF_K = 60.0
 # Below this a budget cannot hold a question's current turn; such pairs are left out for every method.
@@ -115,6 +127,9 @@ def load_set(name: str, limit: int | None, temporal: bool = False) -> Iterator[t
     sys.path.insert(0, str(CHECKS))
     import common  # type: ignore[import-not-found]  (../shared/checks/common.py)
 
+    if name == "lme_mix":
+        yield from _mixed_histories(limit)
+        return
     if name in ("lme", "oracle"):
         source = common.lme_histories("longmemeval_s" if name == "lme" else "longmemeval_oracle")
         k = 0
@@ -141,6 +156,42 @@ def load_set(name: str, limit: int | None, temporal: bool = False) -> Iterator[t
             qas = [q for q in qas if q["category"] == 2]
         yield str(chat), msgs, [Question(str(chat), label.format(q["category"]), q["question"], list(q["evidence"]),
                                          str(q.get("answer", ""))) for q in qas]
+
+
+def _mixed_histories(limit: int | None) -> Iterator[tuple[str, list[dict[str, Any]], list[Question]]]:
+    """The ``lme_mix`` histories (module docstring)."""
+    root = SHARED / "data" / "conversations"
+    pool: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted((root / "longmemeval_s").glob("*.json")):
+        d = json.loads(path.read_text(encoding="utf-8"))
+        for sid, session in zip(d["haystack_session_ids"], d["haystack_sessions"]):
+            pool.setdefault(sid, session)
+    ids = sorted(pool)
+    k = 0
+    for path in sorted((root / "longmemeval_oracle").glob("*.json")):
+        if limit is not None and k >= limit:
+            return
+        d = json.loads(path.read_text(encoding="utf-8"))
+        own = list(zip(d["haystack_session_ids"], d["haystack_sessions"]))
+        rng = random.Random(d["question_id"])
+        others = [sid for sid in rng.sample(ids, MIX_SESSIONS + len(own)) if sid not in d["haystack_session_ids"]]
+        others = others[: max(0, MIX_SESSIONS - len(own))]
+        places = set(rng.sample(range(len(others) + len(own)), len(own)))
+        own_left, others_left = iter(own), iter(others)
+        msgs: list[dict[str, Any]] = []
+        evidence: list[str] = []
+        for si in range(len(others) + len(own)):
+            is_own = si in places
+            session = next(own_left)[1] if is_own else pool[next(others_left)]
+            for ti, turn in enumerate(session):
+                mid = f"S{si}:{ti}"
+                msgs.append({"role": turn["role"], "content": turn["content"], "id": mid})
+                if is_own and turn.get("has_answer"):
+                    evidence.append(mid)
+        if evidence:
+            k += 1
+            yield d["question_id"], msgs, [Question(d["question_id"], d["question_type"], d["question"], evidence,
+                                                    str(d.get("answer", "")))]
 
 
 def lme_time(date: str) -> str:
@@ -489,7 +540,7 @@ def print_tables(name: str, result: dict[str, Any], methods: Sequence[str]) -> N
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sets", default="lme,oracle,beam,realtalk", help="any of lme, oracle, beam, realtalk")
+    parser.add_argument("--sets", default="lme,oracle,beam,realtalk", help="any of lme, oracle, beam, realtalk, lme_mix")
     parser.add_argument("--methods", default=",".join(METHODS), help=f"any of {', '.join(METHODS)}")
     parser.add_argument("--limit", type=int, default=None, help="the first N chats or histories of each set")
     parser.add_argument("--budgets", default="eighth,fixed", help="eighth (1/8 of the history), fixed, or both")
