@@ -42,11 +42,12 @@ The engine writes dates on a line after a message, so an annotated evidence
 message is still there word for word; contexts are measured as they are.
 
 ``--temporal`` asks only the questions about time: LongMemEval-S dev's
-temporal-reasoning questions (each message stamped with its session's date)
-and REALTALK's category 2, and adds ``found``: whether the gold answer is in
-the context. A date in the answer counts when the context names that day in
-any common form (2023-05-07, 7 May 2023, May 7th, 05/07/2023, 7.5.2023; a
-year-less mention matches any year); a month ("September 2023") when the
+temporal-reasoning questions (each message stamped with its session's date),
+``lme_mix``'s (dated as `_mixed_histories` says) and REALTALK's category 2,
+and adds ``found``: whether the gold answer is in the context. A date in
+the answer counts when the context names that day in any common form
+(2023-05-07, 7 May 2023, May 7th, 05/07/2023, 7.5.2023; a year-less mention
+matches any year); a month ("September 2023") when the
 context names a day of it or the month and year; a duration ("3 days ago",
 "4 weeks", or a bare number when the question asks "how many <days, weeks,
 months, years>") when the context states that many of that unit ("3 days
@@ -71,6 +72,7 @@ from the same disk cache as the baselines'.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import random
@@ -128,7 +130,7 @@ def load_set(name: str, limit: int | None, temporal: bool = False) -> Iterator[t
     import common  # type: ignore[import-not-found]  (../shared/checks/common.py)
 
     if name == "lme_mix":
-        yield from _mixed_histories(limit)
+        yield from _mixed_histories(limit, temporal)
         return
     if name in ("lme", "oracle"):
         source = common.lme_histories("longmemeval_s" if name == "lme" else "longmemeval_oracle")
@@ -158,8 +160,11 @@ def load_set(name: str, limit: int | None, temporal: bool = False) -> Iterator[t
                                          str(q.get("answer", ""))) for q in qas]
 
 
-def _mixed_histories(limit: int | None) -> Iterator[tuple[str, list[dict[str, Any]], list[Question]]]:
-    """The ``lme_mix`` histories (module docstring)."""
+def _mixed_histories(limit: int | None, temporal: bool = False) -> Iterator[tuple[str, list[dict[str, Any]], list[Question]]]:
+    """The ``lme_mix`` histories (module docstring); `temporal`: only the
+    temporal-reasoning questions, each session stamped with a date (the
+    evidence sessions their own, the others one drawn between a month before
+    the first of those and the question's date) and the sessions in date order."""
     root = SHARED / "data" / "conversations"
     pool: dict[str, list[dict[str, Any]]] = {}
     for path in sorted((root / "longmemeval_s").glob("*.json")):
@@ -172,26 +177,42 @@ def _mixed_histories(limit: int | None) -> Iterator[tuple[str, list[dict[str, An
         if limit is not None and k >= limit:
             return
         d = json.loads(path.read_text(encoding="utf-8"))
+        if temporal and d["question_type"] != "temporal-reasoning":
+            continue
         own = list(zip(d["haystack_session_ids"], d["haystack_sessions"]))
         rng = random.Random(d["question_id"])
         others = [sid for sid in rng.sample(ids, MIX_SESSIONS + len(own)) if sid not in d["haystack_session_ids"]]
         others = others[: max(0, MIX_SESSIONS - len(own))]
         places = set(rng.sample(range(len(others) + len(own)), len(own)))
         own_left, others_left = iter(own), iter(others)
-        msgs: list[dict[str, Any]] = []
-        evidence: list[str] = []
+        # (date, is the question's own, session) in history order.
+        sessions: list[tuple[str, bool, list[dict[str, Any]]]] = []
         for si in range(len(others) + len(own)):
             is_own = si in places
-            session = next(own_left)[1] if is_own else pool[next(others_left)]
+            sessions.append(("", is_own, next(own_left)[1] if is_own else pool[next(others_left)]))
+        asked = None
+        if temporal:
+            own_dates = iter(lme_time(t) for t in d["haystack_dates"])
+            asked = lme_time(d["question_date"])
+            last = dt.datetime.fromisoformat(asked)
+            first = min(dt.datetime.fromisoformat(lme_time(t)) for t in d["haystack_dates"]) - dt.timedelta(days=30)
+            span = max((last - first).total_seconds(), 0.0)
+            sessions = sorted(
+                ((next(own_dates) if is_own else (first + dt.timedelta(seconds=rng.uniform(0, span))).isoformat(
+                    timespec="seconds"), is_own, session) for _, is_own, session in sessions),
+                key=lambda s: s[0])
+        msgs: list[dict[str, Any]] = []
+        evidence: list[str] = []
+        for si, (date, is_own, session) in enumerate(sessions):
             for ti, turn in enumerate(session):
                 mid = f"S{si}:{ti}"
-                msgs.append({"role": turn["role"], "content": turn["content"], "id": mid})
+                msgs.append({"role": turn["role"], "content": turn["content"], "id": mid, **({"timestamp": date} if date else {})})
                 if is_own and turn.get("has_answer"):
                     evidence.append(mid)
         if evidence:
             k += 1
             yield d["question_id"], msgs, [Question(d["question_id"], d["question_type"], d["question"], evidence,
-                                                    str(d.get("answer", "")))]
+                                                    str(d.get("answer", "")), asked)]
 
 
 def lme_time(date: str) -> str:
@@ -564,8 +585,8 @@ def main() -> int:
     if not (CHECKS / "common.py").is_file() or not (SHARED / "data" / "conversations").is_dir():
         print(f"skipped: evaluation data or its loaders not found under {SHARED} (set CTXFOLD_SHARED_DATA)")
         return 0
-    if args.temporal and set(sets) - {"lme", "realtalk"}:
-        parser.error("--temporal: only lme and realtalk have questions about time")
+    if args.temporal and set(sets) - {"lme", "realtalk", "lme_mix"}:
+        parser.error("--temporal: only lme, lme_mix and realtalk have questions about time")
     overrides = {k: json.loads(v) for k, v in (pair.split("=", 1) for pair in args.config.split(";") if pair)}
     if args.arc:
         overrides["conversation_arc"] = True

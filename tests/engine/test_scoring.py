@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 
+import msgspec
 import numpy as np
 import pytest
 
+from ctxfold import ContextEngine, count_messages
 from ctxfold.engine.cache import EngineCache
 from ctxfold.engine.config import DEFAULT_WEIGHTS, EngineConfig
 from ctxfold.engine.messages import parse_messages
@@ -135,6 +138,51 @@ def test_recency_layer_decays_with_age_for_a_task_and_is_zero_for_a_past_questio
     assert task["recency"][0] == pytest.approx(task["recency"][2] / 2)
     _, _, past = scored(CHAT, "What did I say about Berlin?", half_life=2.0)
     np.testing.assert_array_equal(past["recency"], np.zeros(len(CHAT)))
+
+
+DAYS = [
+    {"role": "user", "content": "I bought a blender.", "timestamp": "2023-05-10T09:00:00"},
+    {"role": "assistant", "content": "Enjoy the smoothies!", "timestamp": "2023-05-10T09:01:00"},
+    {"role": "user", "content": "I bought a stand mixer to bake bread on weekends.", "timestamp": "2023-05-20T09:00:00"},
+    {"role": "assistant", "content": "Happy baking!", "timestamp": "2023-05-20T09:01:00"},
+    {"role": "user", "content": "I bought a toaster.", "timestamp": "2023-05-27T09:00:00"},
+    {"role": "assistant", "content": "Nice.", "timestamp": "2023-05-27T09:01:00"},
+]
+
+
+def test_a_question_that_names_a_past_day_lifts_the_messages_said_near_it():
+    items = parse_messages(DAYS, TOK)
+    config = EngineConfig()
+    context = RunContext(tokenizer=TOK, config=config, cache=EngineCache(), summarizer=HeadTailSummarizer(tokenizer=TOK),
+                         embedder=None, budget=config.budget, query="What did I buy 10 days ago?",
+                         now=dt.datetime(2023, 5, 30, 12, 0))
+    _, layers = score_items(items, context)
+    # 10 days before May 30 is May 20: those messages score 1, the others less the farther they are.
+    assert layers["recency"][2] == layers["recency"][3] == 1.0
+    assert 0 < layers["recency"][0] < layers["recency"][4] < 1.0
+    # Without the day the question names, a question about the past gets no time pull at all.
+    plain = RunContext(tokenizer=TOK, config=config, cache=EngineCache(), summarizer=HeadTailSummarizer(tokenizer=TOK),
+                       embedder=None, budget=config.budget, query="What did I buy?",
+                       now=dt.datetime(2023, 5, 30, 12, 0))
+    np.testing.assert_array_equal(score_items(items, plain)[1]["recency"], np.zeros(len(DAYS)))
+    # "Last year" says when something happened more than when it was said: no pull either.
+    year = msgspec.structs.replace(plain, query="What did I buy last year?", now=dt.datetime(2024, 2, 1))
+    np.testing.assert_array_equal(score_items(items, year)[1]["recency"], np.zeros(len(DAYS)))
+
+
+def test_the_engine_keeps_what_was_said_on_the_day_the_question_names():
+    engine = ContextEngine(encoding="cl100k_base", embedder=None, config=EngineConfig(annotate_dates=False))
+    # The latest turns, which the plan keeps whatever the question.
+    latest = [{"role": "user" if k % 2 == 0 else "assistant", "content": f"Weekend hike plan, step {k}.",
+               "timestamp": "2023-05-29T18:00:00"} for k in range(EngineConfig().protect_last)]
+    question = {"role": "user", "content": "What did I buy 10 days ago?"}
+    # Room for those, the question and one purchase: the one of May 20, which
+    # only the date singles out (the shorter ones match "buy" better).
+    budget = int(count_messages([DAYS[2], *latest, question], tokenizer=TOK)) + 2
+    res = engine.optimize([*DAYS, *latest, question], budget=budget, now="2023-05-30T12:00:00")
+    contents = [m["content"] for m in res.messages]
+    assert any(c.startswith("I bought a stand mixer") for c in contents), contents
+    assert not any(c.startswith(("I bought a blender", "I bought a toaster")) for c in contents)
 
 
 def test_recency_follows_importance():

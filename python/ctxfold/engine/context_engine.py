@@ -200,16 +200,16 @@ class ContextEngine:
             items, allocation = self._with_layers(messages, system, items, layers, budget)
         # The caller's sizes, for the report; the plan prices the annotated texts.
         sizes = [it.tokens for it in items]
+        asked_at = now or latest_time(items)
         if self.config.annotate_dates:
-            now = (now or latest_time(items)) if relative else None
-            items = with_date_annotations(items, self.tokenizer, self.cache, said=True, now=now)
+            items = with_date_annotations(items, self.tokenizer, self.cache, said=True, now=asked_at if relative else None)
         last_user = next((it.text for it in reversed(items) if it.role == "user"), None)
         query = self._query(items, query)
         question_is_current = last_user is None or query == last_user
         lap("parse")
         tokens_in = sum(sizes) + REPLY_PRIMING
         run = self._run(
-            budget, query, question_is_current=question_is_current,
+            budget, query, question_is_current=question_is_current, now=asked_at,
             # A separate query about the past is answered wherever its evidence is: the
             # latest turns then get no protection beyond the current one's.
             protect_recent=(question_is_current or recency_applies(query)) if protect_recent is None else protect_recent,
@@ -333,12 +333,15 @@ class ContextEngine:
 
     # -- helpers ---------------------------------------------------------------------
 
-    def _run(self, budget: int, query: str, *, question_is_current: bool = True, protect_recent: bool = True) -> RunContext:
+    def _run(
+        self, budget: int, query: str, *, question_is_current: bool = True, protect_recent: bool = True,
+        now: dt.datetime | None = None,
+    ) -> RunContext:
         """The engine's tools and settings with the facts of one call, for its stages."""
         return RunContext(
             tokenizer=self.tokenizer, config=self.config, cache=self.cache, summarizer=self.summarizer,
             embedder=self.embedder, reranker=self.reranker, budget=budget, query=query, question_is_current=question_is_current,
-            protect_recent=protect_recent,
+            protect_recent=protect_recent, now=now,
         )
 
     def _arc(self, items: Sequence[Item]) -> ConversationArc:

@@ -37,7 +37,7 @@ from ctxfold.tokens import _collect_message, message_costs
 from ctxfold.engine.results import Item, Repair
 
 __all__ = [
-    "parse_messages", "parse_with_repairs", "message_text", "with_date_annotations", "latest_time", "parse_now",
+    "parse_messages", "parse_with_repairs", "message_text", "with_date_annotations", "latest_time", "said_on", "parse_now",
     "said_after_first", "people_in_chat", "tool_groups",
     "current_turn", "hard_protected", "API_KEYS", "ROLES",
 ]
@@ -188,6 +188,17 @@ def latest_time(items: Sequence[Item]) -> dt.datetime | None:
     last = max(stamped, key=lambda it: it.timestamp)  # type: ignore[arg-type, return-value]
     try:
         return dt.datetime.fromtimestamp(last.timestamp, dt.timezone(dt.timedelta(seconds=last.utc_offset)))  # type: ignore[arg-type]
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def said_on(it: Item) -> dt.date | None:
+    """The calendar day `it` was said, in the time zone its timestamp was
+    given in (None without a timestamp, or for one outside the calendar)."""
+    if it.timestamp is None:
+        return None
+    try:
+        return dt.datetime.fromtimestamp(it.timestamp, dt.timezone(dt.timedelta(seconds=it.utc_offset))).date()
     except (OverflowError, OSError, ValueError):
         return None
 

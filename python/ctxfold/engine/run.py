@@ -3,6 +3,7 @@ every stage in one piece instead of as loose parameters."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import msgspec
@@ -34,3 +35,6 @@ class RunContext(msgspec.Struct, frozen=True, kw_only=True):
     """The query is the last user message, so its verbatim form outranks any history."""
     protect_recent: bool = True
     """Whether the last `config.protect_last` messages are soft-protected."""
+    now: dt.datetime | None = None
+    """When the question is asked (`optimize(now=...)`, else the latest
+    message's time): what "10 days ago" in it counts from."""

@@ -26,6 +26,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 from collections.abc import Sequence
@@ -35,13 +36,20 @@ import numpy as np
 
 from ctxfold._core import Bm25, decay_weights
 from ctxfold.engine.cache import EngineCache
-from ctxfold.engine.messages import people_in_chat
+from ctxfold.engine.messages import people_in_chat, said_on
 from ctxfold.text.entities import extract_entities
+from ctxfold.text.temporal import asked_days
 from ctxfold.engine.results import LAYER_NAMES, STATE_KINDS, Item
 from ctxfold.engine.run import RunContext
 
-__all__ = ["score_items", "recency_applies", "recalls_the_conversation", "topic_of", "rerank", "LAYER_NAMES"]
+__all__ = [
+    "score_items", "recency_applies", "recalls_the_conversation", "topic_of", "rerank", "time_layer", "LAYER_NAMES",
+]
 
+# How fast closeness to a day a question names falls off, in days.
+TIME_WIDTH_DAYS = 2.0
+# A longer period ("last year") says when something happened more than when it was said.
+TIME_MAX_DAYS = 31
 _ROLE_WEIGHT = {"system": 1.0, "developer": 1.0, "user": 0.6, "assistant": 0.5, "tool": 0.4}
 _STRUCTURE_CUES = [
     (re.compile(r"\?"), 0.1),
@@ -137,7 +145,7 @@ def score_items(items: Sequence[Item], run: RunContext) -> tuple[np.ndarray, dic
     layers = {
         "semantic": semantic_layer(texts, query, run.embedder, cache, reranker=run.reranker, shortlist=run.config.rerank),
         "entity": entity_layer(texts, query),
-        "recency": recency_layer(items, half_life_turns) if recency_applies(query) else np.zeros(len(items)),
+        "recency": recency_layer(items, half_life_turns, query, run.now),
         "intent": intent_layer(items, query, people),
         # Roles, code, errors and decisions are cues of work with an
         # assistant; between two people they single out nothing.
@@ -259,13 +267,43 @@ def recalls_the_conversation(query: str) -> bool:
     return bool(_RECALLS.search(query) or _SHORT_RECALL.search(query))
 
 
-def recency_layer(items: Sequence[Item], half_life_turns: float) -> np.ndarray:
+def recency_layer(
+    items: Sequence[Item], half_life_turns: float, query: str = "", now: dt.datetime | None = None
+) -> np.ndarray:
+    """How near each message is to the time the query is about: for a
+    question that names a past day, week or month ("What did I buy 10 days
+    ago?", "last Saturday", counted from `now`), closeness to it
+    (`time_layer`) when messages carry timestamps; for the current task, closeness to now,
+    decaying with the turns since (half-life `half_life_turns`); nothing for
+    another question about the past (`recency_applies`)."""
     n = len(items)
     if n == 0:
         return np.zeros(0)
+    days = [(first, last) for first, last in (asked_days(query, now) if now is not None else [])
+            if (last - first).days < TIME_MAX_DAYS]
+    if days and any(it.timestamp is not None for it in items):
+        return time_layer(items, days)
+    if query and not recency_applies(query):
+        return np.zeros(n)
     turns_ago = np.arange(n - 1, -1, -1, dtype=np.float64)
     importance = np.array([it.importance for it in items])
     return decay_weights(turns_ago, "exponential", half_life=half_life_turns, importance=importance)
+
+
+def time_layer(items: Sequence[Item], days: Sequence[tuple[dt.date, dt.date]]) -> np.ndarray:
+    """Each message's closeness to the periods `days` (first, last day): 1
+    when it was said within one, exp(-days off / TIME_WIDTH_DAYS) otherwise
+    (people say "10 days ago" of what was said 9 or 11 days ago), 0 without
+    a timestamp."""
+    out = np.zeros(len(items))
+    for i, it in enumerate(items):
+        day = said_on(it)
+        if day is None:
+            continue
+        off = min(0 if first <= day <= last else min(abs((day - first).days), abs((day - last).days))
+                  for first, last in days)
+        out[i] = math.exp(-off / TIME_WIDTH_DAYS)
+    return out
 
 
 def intent_layer(items: Sequence[Item], query: str, people: tuple[str, str] | None = None) -> np.ndarray:

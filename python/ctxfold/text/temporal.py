@@ -55,7 +55,7 @@ from ctxfold.errors import InvalidInputError, InvalidTypeError
 __all__ = [
     "DateReference", "resolve_dates", "annotate_dates", "date_note", "with_date_note", "anchor_date",
     "strip_date_annotations", "split_date_note", "asks_about_time", "age_phrase", "said_note", "said_day",
-    "without_said", "note_with_said", "text_without_said",
+    "without_said", "note_with_said", "text_without_said", "asked_days",
 ]
 
 # Confidence of each kind of resolution: words that name one day exactly,
@@ -207,6 +207,18 @@ def resolve_dates(text: str, anchor: Any) -> list[DateReference]:
             return []
         return _resolve_all(text, day, _PATTERN_ANY_CASE, text, None)
     return _resolve_all(text, day, _PATTERN, lower, date_reference_starts(lower))
+
+
+def asked_days(question: str, now: Any) -> list[tuple[dt.date, dt.date]]:
+    """The periods a question asks about ("What did I buy 10 days ago?",
+    "last Saturday", "last month"), first and last day, resolved against
+    `now`: those that end on or before now's day (a question about the
+    coming weekend asks about no past message); [] without `now`."""
+    day = anchor_date(now)
+    if day is None:
+        return []
+    return [(ref.first, ref.last) for ref in resolve_dates(question, now)
+            if ref.first is not None and ref.last is not None and ref.last <= day]
 
 
 def starts_python(lower: str) -> list[int]:
