@@ -37,7 +37,7 @@ from ctxfold.tokens import _collect_message, message_costs
 from ctxfold.engine.results import Item, Repair
 
 __all__ = [
-    "parse_messages", "parse_with_repairs", "message_text", "with_date_annotations", "latest_time", "said_on", "parse_now",
+    "parse_messages", "parse_with_repairs", "message_text", "with_date_annotations", "latest_time", "said_at", "said_on", "parse_now",
     "said_after_first", "people_in_chat", "tool_groups",
     "current_turn", "hard_protected", "API_KEYS", "ROLES",
 ]
@@ -118,12 +118,11 @@ def with_date_annotations(
     last_day: dt.date | None = None
     for i, it in enumerate(items):
         content = it.message.get("content")
-        if it.timestamp is None or it.pinned or it.role not in ("user", "assistant") or not isinstance(content, str):
+        if it.pinned or it.role not in ("user", "assistant") or not isinstance(content, str):
             continue
-        try:
-            anchor = dt.datetime.fromtimestamp(it.timestamp, dt.timezone(dt.timedelta(seconds=it.utc_offset)))
-        except (OverflowError, OSError, ValueError):
-            continue  # a timestamp outside the calendar names no date
+        anchor = said_at(it)
+        if anchor is None:
+            continue
         annotated = dated = _annotated(content, anchor, cache)
         if said and not (said_once and anchor.date() == last_day) and not split_date_note(content)[1]:
             when = said_note(anchor, now)
@@ -185,9 +184,16 @@ def latest_time(items: Sequence[Item]) -> dt.datetime | None:
     stamped = [it for it in items if it.timestamp is not None]
     if not stamped:
         return None
-    last = max(stamped, key=lambda it: it.timestamp)  # type: ignore[arg-type, return-value]
+    return said_at(max(stamped, key=lambda it: it.timestamp))  # type: ignore[arg-type, return-value]
+
+
+def said_at(it: Item) -> dt.datetime | None:
+    """When `it` was said, in the time zone its timestamp was given in
+    (None without a timestamp, or for one outside the calendar)."""
+    if it.timestamp is None:
+        return None
     try:
-        return dt.datetime.fromtimestamp(last.timestamp, dt.timezone(dt.timedelta(seconds=last.utc_offset)))  # type: ignore[arg-type]
+        return dt.datetime.fromtimestamp(it.timestamp, dt.timezone(dt.timedelta(seconds=it.utc_offset)))
     except (OverflowError, OSError, ValueError):
         return None
 
@@ -195,12 +201,8 @@ def latest_time(items: Sequence[Item]) -> dt.datetime | None:
 def said_on(it: Item) -> dt.date | None:
     """The calendar day `it` was said, in the time zone its timestamp was
     given in (None without a timestamp, or for one outside the calendar)."""
-    if it.timestamp is None:
-        return None
-    try:
-        return dt.datetime.fromtimestamp(it.timestamp, dt.timezone(dt.timedelta(seconds=it.utc_offset))).date()
-    except (OverflowError, OSError, ValueError):
-        return None
+    when = said_at(it)
+    return when.date() if when is not None else None
 
 
 def parse_now(value: Any) -> dt.datetime | None:
