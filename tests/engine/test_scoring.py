@@ -12,7 +12,7 @@ import pytest
 from ctxfold import ContextEngine, count_messages
 from ctxfold.engine.cache import EngineCache
 from ctxfold.engine.config import DEFAULT_WEIGHTS, EngineConfig
-from ctxfold.engine.messages import parse_messages
+from ctxfold.engine.messages import parse_messages, people_in_chat
 from ctxfold.engine.results import LAYER_NAMES
 from ctxfold.engine.run import RunContext
 from ctxfold.engine.scoring import recalls_the_conversation, recency_applies, score_items, topic_of
@@ -34,7 +34,7 @@ def scored(messages, query, weights=None, half_life=20.0):
     items = parse_messages(messages, TOK)
     config = EngineConfig(weights=dict(weights or DEFAULT_WEIGHTS), half_life_turns=half_life)
     context = RunContext(tokenizer=TOK, config=config, cache=EngineCache(), summarizer=HeadTailSummarizer(tokenizer=TOK),
-                         embedder=None, budget=config.budget, query=query)
+                         embedder=None, budget=config.budget, query=query, people=people_in_chat(items))
     return items, *score_items(items, context)
 
 
@@ -310,7 +310,8 @@ def scored_with(messages, query, reranker, rerank):
     items = parse_messages(messages, TOK)
     config = EngineConfig(rerank=rerank)
     context = RunContext(tokenizer=TOK, config=config, cache=EngineCache(), summarizer=HeadTailSummarizer(tokenizer=TOK),
-                         embedder=None, reranker=reranker, budget=config.budget, query=query)
+                         embedder=None, reranker=reranker, budget=config.budget, query=query,
+                         people=people_in_chat(items))
     return score_items(items, context)[1]
 
 

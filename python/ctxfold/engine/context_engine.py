@@ -18,7 +18,8 @@ from ctxfold._core import Tokenizer
 from ctxfold.engine.archive import DEFAULT_ARCHIVE_BYTES, Archive, answer_recall
 from ctxfold.engine.config import EngineConfig
 from ctxfold.engine.messages import (
-    current_turn, hard_protected, latest_time, parse_messages, parse_now, parse_with_repairs, said_after_first, tool_groups,
+    current_turn, hard_protected, latest_time, parse_messages, parse_now, parse_with_repairs, people_in_chat, said_after_first,
+    tool_groups,
     with_date_annotations,
 )
 from ctxfold.engine.cache import DEFAULT_CACHE_BYTES, CachingEmbedder, EngineCache, check_bytes
@@ -209,7 +210,7 @@ class ContextEngine:
         lap("parse")
         tokens_in = sum(sizes) + REPLY_PRIMING
         run = self._run(
-            budget, query, question_is_current=question_is_current, now=asked_at,
+            budget, query, question_is_current=question_is_current, now=asked_at, people=people_in_chat(items),
             # A separate query about the past is answered wherever its evidence is: the
             # latest turns then get no protection beyond the current one's.
             protect_recent=(question_is_current or recency_applies(query)) if protect_recent is None else protect_recent,
@@ -335,13 +336,13 @@ class ContextEngine:
 
     def _run(
         self, budget: int, query: str, *, question_is_current: bool = True, protect_recent: bool = True,
-        now: dt.datetime | None = None,
+        now: dt.datetime | None = None, people: tuple[str, str] | None = None,
     ) -> RunContext:
         """The engine's tools and settings with the facts of one call, for its stages."""
         return RunContext(
             tokenizer=self.tokenizer, config=self.config, cache=self.cache, summarizer=self.summarizer,
             embedder=self.embedder, reranker=self.reranker, budget=budget, query=query, question_is_current=question_is_current,
-            protect_recent=protect_recent, now=now,
+            protect_recent=protect_recent, now=now, people=people,
         )
 
     def _arc(self, items: Sequence[Item]) -> ConversationArc:

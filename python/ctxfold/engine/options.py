@@ -259,7 +259,7 @@ def message_options(
     cuts, cut_costs = _current_forms(
         items, current, text_tokens, room - fixed, budget, fixed, {i: config.summary_ratio for i in traded}
     )
-    between_people = people_in_chat(items) is not None
+    between_people = run.people is not None
     soft = (soft_protected(items, config, run.protect_recent, between_people) | np.array([z == "window" for z in zone])
             | critical_protected(items, config, room)) & ~hard
     targets: dict[int, int] = {}

@@ -38,3 +38,6 @@ class RunContext(msgspec.Struct, frozen=True, kw_only=True):
     now: dt.datetime | None = None
     """When the question is asked (`optimize(now=...)`, else the latest
     message's time): what "10 days ago" in it counts from."""
+    people: tuple[str, str] | None = None
+    """The two people the conversation is between (`people_in_chat` of its
+    messages), or None for a chat with an assistant."""

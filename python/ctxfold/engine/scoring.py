@@ -36,7 +36,7 @@ import numpy as np
 
 from ctxfold._core import Bm25, decay_weights
 from ctxfold.engine.cache import EngineCache
-from ctxfold.engine.messages import people_in_chat, said_on
+from ctxfold.engine.messages import said_on
 from ctxfold.text.entities import extract_entities
 from ctxfold.text.temporal import asked_days
 from ctxfold.engine.results import LAYER_NAMES, STATE_KINDS, Item
@@ -141,7 +141,7 @@ def score_items(items: Sequence[Item], run: RunContext) -> tuple[np.ndarray, dic
     to the next."""
     query, cache, half_life_turns = run.query, run.cache, run.config.half_life_turns
     texts = [it.text for it in items]
-    people = people_in_chat(items)
+    people = run.people
     layers = {
         "semantic": semantic_layer(texts, query, run.embedder, cache, reranker=run.reranker, shortlist=run.config.rerank),
         "entity": entity_layer(texts, query),
