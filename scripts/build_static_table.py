@@ -45,6 +45,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -62,6 +63,10 @@ BATCH = 512
 #: Ridge weight of the fit's pull towards the step-1 vectors, and its conjugate-gradient steps.
 RIDGE = 1.0
 CG_STEPS = 60
+#: Singular values of the model's text embeddings below this share of the largest are cut from
+#: the query projection's fit: the model's vectors leave a few directions all but empty (at about
+#: 1e-8 of the largest), and fitting them gives coefficients in the millions, fitted to rounding.
+PROJECTION_RCOND = 1e-6
 #: Corpus texts kept: fortunes of 3 to 200 words (the rest is ASCII art or long stories).
 MIN_WORDS, MAX_WORDS = 3, 200
 SKIPPED_FILES = ("art", "ascii-art")
@@ -114,11 +119,10 @@ def text_vectors(source_dir: Path, texts: list[str]) -> npt.NDArray[np.float64]:
     return np.asarray(embedder.embed(texts), dtype=np.float64)
 
 
-def fit_to_texts(vectors: npt.NDArray[np.float64], weights: npt.NDArray[np.float64], tokenizer_path: Path,
-                 texts: list[str], targets: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """The table nearest `vectors` (scaled) whose weighted token means match `targets`:
-    ``min |A T - Y|^2 + RIDGE |T - c V|^2``, ``A`` each text's SIF weights over its tokens
-    (summing to one), by ``CG_STEPS`` conjugate-gradient steps from ``c V``."""
+def text_weights(weights: npt.NDArray[np.float64], tokenizer_path: Path, texts: list[str], vocab_size: int) -> Any:
+    """``A``: one sparse row per text, its tokens' SIF weights summing to one
+    (a text without weighted tokens has an empty row), so ``A T`` is each
+    text's weighted mean of the table ``T``."""
     import scipy.sparse as sp  # type: ignore[import-untyped]
     from tokenizers import Tokenizer
 
@@ -136,8 +140,15 @@ def fit_to_texts(vectors: npt.NDArray[np.float64], weights: npt.NDArray[np.float
         rows += [r] * len(ids)
         cols += ids
         vals += list(w / w.sum())
-    a = sp.csr_matrix((vals, (rows, cols)), shape=(len(texts), len(vectors)), dtype=np.float64)
+    a = sp.csr_matrix((vals, (rows, cols)), shape=(len(texts), vocab_size), dtype=np.float64)
     a.sum_duplicates()
+    return a
+
+
+def fit_to_texts(vectors: npt.NDArray[np.float64], a: Any, targets: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The table nearest `vectors` (scaled) whose weighted token means match `targets`:
+    ``min |A T - Y|^2 + RIDGE |T - c V|^2``, ``A`` each text's SIF weights over its tokens
+    (`text_weights`), by ``CG_STEPS`` conjugate-gradient steps from ``c V``."""
     pooled = a @ vectors
     start = vectors * float((pooled * targets).sum() / (pooled * pooled).sum())
     # Block conjugate gradients on (A^T A + RIDGE I) X = A^T (Y - A start), one column per dimension.
@@ -155,6 +166,18 @@ def fit_to_texts(vectors: npt.NDArray[np.float64], weights: npt.NDArray[np.float
         norms = new_norms
     fitted: npt.NDArray[np.float64] = start + x
     return fitted
+
+
+def query_projection(a: Any, table: npt.NDArray[np.float16], targets: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
+    """The linear map from the model's text embeddings to the table's (``(model dim, dim)``),
+    least squares over the fit's texts: a question embedded by the model, times it, is a
+    vector in the table's space, to set beside the table's own embedding of it."""
+    pooled = a @ table.astype(np.float64)
+    norms = np.linalg.norm(pooled, axis=1)
+    kept = norms > 0
+    mapped, *_ = np.linalg.lstsq(targets[kept], pooled[kept] / norms[kept, None], rcond=PROJECTION_RCOND)
+    out: npt.NDArray[np.float32] = mapped.astype(np.float32)
+    return out
 
 
 def projection(x: npt.NDArray[np.float64], dim: int) -> npt.NDArray[np.float64]:
@@ -198,17 +221,22 @@ def build(source_dir: Path, out_dir: Path, dim: int, sif_a: float, pooling: str,
         raise SystemExit(f"--dim must be in 1..{vectors.shape[1]}, got {dim}")
     weights = zipf_sif_weights(vocab_size, sif_a).astype(np.float32)
     fit: dict[str, object] = {}
+    mapped: npt.NDArray[np.float32] | None = None
     if corpus is None:
         table = pca(vectors, dim).astype(np.float16)
     else:
         texts = corpus_texts(corpus)
         targets = text_vectors(source_dir, texts)
-        fitted = fit_to_texts(vectors, weights.astype(np.float64), tokenizer_path, texts, targets)
+        a = text_weights(weights.astype(np.float64), tokenizer_path, texts, vocab_size)
+        fitted = fit_to_texts(vectors, a, targets)
         table = projection(fitted, dim).astype(np.float16)
+        mapped = query_projection(a, table, targets)
         digest = hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()
         fit = {"fit": {"corpus": "Debian fortunes and fortunes-min 1:1.99.1-7.3, /usr/share/games/fortunes",
                        "texts": len(texts), "texts_sha256": digest, "ridge": RIDGE, "cg_steps": CG_STEPS,
-                       "words": [MIN_WORDS, MAX_WORDS], "target": "MiniLM mean pooling, L2-normalised, 256 tokens"}}
+                       "words": [MIN_WORDS, MAX_WORDS], "target": "MiniLM mean pooling, L2-normalised, 256 tokens",
+                       "query_projection": "float32 (384, dim), least squares from the model's embeddings of "
+                                           "the fit's texts to the table's"}}
     config = {
         "format": FORMAT,
         "tokenizer_model": TOKENIZER_MODEL,
@@ -229,16 +257,22 @@ def build(source_dir: Path, out_dir: Path, dim: int, sif_a: float, pooling: str,
         },
         "script": "scripts/build_static_table.py",
     }
-    return write_model(out_dir, table, weights, config)
+    return write_model(out_dir, table, weights, config, mapped)
 
 
-def write_model(out_dir: Path, table: npt.NDArray[np.float16], weights: npt.NDArray[np.float32], config: dict[str, object]) -> dict[str, object]:
-    """The files `StaticEmbedder` loads, byte-for-byte the same for the same arrays."""
+def write_model(out_dir: Path, table: npt.NDArray[np.float16], weights: npt.NDArray[np.float32], config: dict[str, object],
+                mapped: npt.NDArray[np.float32] | None = None) -> dict[str, object]:
+    """The files `StaticEmbedder` loads, byte-for-byte the same for the same arrays
+    (``query_projection.npy`` only for a table fitted to texts)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     np.save(out_dir / "table.npy", table)
     np.save(out_dir / "weights.npy", weights)
+    names = ["config.json", "table.npy", "weights.npy"]
+    if mapped is not None:
+        np.save(out_dir / "query_projection.npy", mapped)
+        names.insert(1, "query_projection.npy")
     (out_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    sums = {name: sha256(out_dir / name) for name in ("config.json", "table.npy", "weights.npy")}
+    sums = {name: sha256(out_dir / name) for name in names}
     (out_dir / "SHA256SUMS").write_text("".join(f"{h}  {n}\n" for n, h in sums.items()), encoding="utf-8")
     return {"sha256": sums, "sizes": {n: (out_dir / n).stat().st_size for n in sums}}
 

@@ -288,6 +288,8 @@ def test_build_script_reproduces_the_shipped_table(embedder: StaticEmbedder, tmp
     assert np.all(np.abs(rebuilt - shipped) <= ulp + 1e-7), np.max(np.abs(rebuilt - shipped) / ulp)
     np.testing.assert_array_equal(np.load(tmp_path / "weights.npy"), np.load(embedder.path / "weights.npy"))
     assert json.loads((tmp_path / "config.json").read_text(encoding="utf-8")) == config
+    if fit:
+        np.testing.assert_allclose(np.load(tmp_path / "query_projection.npy"), embedder.query_projection, atol=1e-5)
 
 
 def test_build_script_reads_a_fortune_corpus_and_fits_the_table_to_its_texts(embedder: StaticEmbedder,
@@ -308,7 +310,8 @@ def test_build_script_reads_a_fortune_corpus_and_fits_the_table_to_its_texts(emb
     weights = build.zipf_sif_weights(30522, build.SIF_A)
     targets = rng.normal(size=(len(texts), 8))
     targets /= np.linalg.norm(targets, axis=1, keepdims=True)
-    fitted = build.fit_to_texts(vectors, weights, tokenizer_path, texts, targets)
+    a = build.text_weights(weights, tokenizer_path, texts, 30522)
+    fitted = build.fit_to_texts(vectors, a, targets)
     assert fitted.shape == vectors.shape
 
     def pooled(table: np.ndarray, text: str) -> np.ndarray:
@@ -327,3 +330,9 @@ def test_build_script_reads_a_fortune_corpus_and_fits_the_table_to_its_texts(emb
     np.testing.assert_allclose(ratio, ratio[0])
     projected = build.projection(fitted, 4)
     assert projected.shape == (30522, 4)
+    # The query projection maps each text's model embedding to the table's own embedding of it.
+    mapped = build.query_projection(a, projected.astype(np.float16), targets)
+    assert mapped.shape == (8, 4) and mapped.dtype == np.float32
+    table_means = np.array([pooled(projected.astype(np.float16).astype(np.float64), t) for t in texts])
+    table_means /= np.linalg.norm(table_means, axis=1, keepdims=True)
+    np.testing.assert_allclose(targets @ mapped, table_means, atol=1e-5)

@@ -9,7 +9,7 @@ import msgspec
 import numpy as np
 import pytest
 
-from ctxfold import ContextEngine, count_messages
+from ctxfold import ContextEngine, InvalidInputError, StaticEmbedder, count_messages
 from ctxfold.engine.cache import EngineCache
 from ctxfold.engine.config import DEFAULT_WEIGHTS, EngineConfig
 from ctxfold.engine.messages import parse_messages, people_in_chat
@@ -396,3 +396,28 @@ def test_a_reranker_without_embed_is_refused_naming_the_argument():
 )
 def test_recalls_the_conversation_only_for_questions_about_what_it_holds(query, recalls):
     assert recalls_the_conversation(query) is recalls
+
+
+SICK = ["Did you see the game last night? It went to overtime.", "I have to finish my essay before Friday.",
+        "Got a bit of an itchy throat", "My mom is visiting this weekend, so I'm cleaning the apartment.",
+        "The new phone update drained my battery all day.", "We should try that new ramen place downtown.",
+        "My cousin is getting married in June.", "I think I'll repaint my room blue."]
+
+
+def test_the_default_engine_also_reads_the_question_with_minilm():
+    from ctxfold.embed.projected import ProjectedEmbedder
+
+    engine = ContextEngine(encoding="cl100k_base")
+    assert isinstance(engine.query_embedder.embedder, ProjectedEmbedder)
+    assert ContextEngine(encoding="cl100k_base", config=EngineConfig(embed_query=False)).query_embedder is None
+    assert ContextEngine(encoding="cl100k_base", embedder=None).query_embedder is None
+    # Another embedder's space is not the table's: no second view.
+    assert ContextEngine(encoding="cl100k_base", embedder=StaticEmbedder()).query_embedder is None
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": c} for i, c in enumerate(SICK)]
+    # Neither "sick" nor any word of it is in the answer: the table alone keeps other messages.
+    kept = [m["content"] for m in engine.optimize(messages, query="When did he get sick?", budget=50).messages]
+    assert SICK[2] in kept
+    plain = ContextEngine(encoding="cl100k_base", config=EngineConfig(embed_query=False))
+    assert SICK[2] not in [m["content"] for m in plain.optimize(messages, query="When did he get sick?", budget=50).messages]
+    with pytest.raises(InvalidInputError, match="embed_query"):
+        EngineConfig(embed_query="yes")  # type: ignore[arg-type]

@@ -1,6 +1,8 @@
 """Sentence embedders: anything with ``embed(list[str]) -> (n, dim)`` unit
 rows. `onnx.Embedder` runs all-MiniLM-L6-v2 with onnxruntime; `static.StaticEmbedder`
-is its distilled token table (no model run, the engine's default)."""
+is its distilled token table (no model run, the engine's default);
+`projected.ProjectedEmbedder` maps MiniLM's vectors into the table's space
+(the engine's second view of a question)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ _LAZY = {
     "EmbeddingCache": "ctxfold.embed.onnx",
     "MemoryEmbeddingCache": "ctxfold.embed.onnx",
     "StaticEmbedder": "ctxfold.embed.static",
+    "ProjectedEmbedder": "ctxfold.embed.projected",
 }
 __all__ = list(_LAZY)
 __getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
@@ -23,4 +26,5 @@ if TYPE_CHECKING:
         EmbeddingCache as EmbeddingCache,
         MemoryEmbeddingCache as MemoryEmbeddingCache,
     )
+    from ctxfold.embed.projected import ProjectedEmbedder as ProjectedEmbedder
     from ctxfold.embed.static import StaticEmbedder as StaticEmbedder

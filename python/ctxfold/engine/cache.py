@@ -320,6 +320,8 @@ class EngineCache:
         self.embeddings: Lru[str, np.ndarray] = Lru(sizeof=_embedding_bytes, pool=pool)
         self.rerank_embeddings: Lru[str, np.ndarray] = Lru(sizeof=_embedding_bytes, pool=pool)
         """The reranker's vectors, by text (apart from the embedder's: another model)."""
+        self.query_embeddings: Lru[str, np.ndarray] = Lru(sizeof=_embedding_bytes, pool=pool)
+        """The questions' second vectors (`ContextEngine.query_embedder`), by text."""
         self.summaries: Lru[tuple[str, int], str] = Lru(sizeof=_summary_bytes, pool=pool)
         self.token_counts: Lru[str, int] = Lru(sizeof=_text_int_bytes, pool=pool)
         self.terms: Lru[str, tuple[dict[str, int], int]] = Lru(sizeof=_terms_bytes, pool=pool)
@@ -396,6 +398,7 @@ class EngineCache:
         self.costs.clear()
         self.embeddings.clear()
         self.rerank_embeddings.clear()
+        self.query_embeddings.clear()
         self.summaries.clear()
         self.token_counts.clear()
         self.terms.clear()

@@ -58,6 +58,13 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     expand_neighbours: bool = True
     """Neighbour expansion: a kept assistant answer pulls in the user turn it
     replies to (its value lifted, the knapsack solved again)."""
+    embed_query: bool = True
+    """With the default embedder (the static MiniLM table), the question is
+    also embedded by MiniLM itself and mapped into the table's space
+    (`ctxfold.embed.ProjectedEmbedder`): a second view of it, read in
+    context, set beside the table's own (the larger score counts). One short
+    text per question: the model loads on the first call (once per process)
+    and then adds milliseconds. False: the table alone, no model run."""
     rerank: int = 0
     """Two-stage ranking: the N messages the fast first stage (BM25 and the
     static table) ranks best are scored again with MiniLM (`ctxfold.Embedder`,
@@ -109,6 +116,8 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             raise InvalidInputError(f"weights: unknown layers {sorted(unknown)}; known: {sorted(DEFAULT_WEIGHTS)}")
         if any(w < 0 for w in self.weights.values()):
             raise InvalidInputError("weights: every weight must be >= 0")
+        if not isinstance(self.embed_query, bool):
+            raise InvalidInputError(f"embed_query: True or False, got {self.embed_query!r}")
         if isinstance(self.rerank, bool) or not isinstance(self.rerank, int) or self.rerank < 0:
             raise InvalidInputError(f"rerank: the short list's length, an int >= 0 (0: off), got {self.rerank!r}")
         if self.protect_last < 0:

@@ -78,7 +78,8 @@ class ContextEngine:
     sentences only, names, numbers and dates kept verbatim; `HeadTailSummarizer`
     is the model-free cut);
     `embedder=` is the dense half of the semantic layer (default: the static
-    MiniLM table; None for BM25 alone); `reranker=` re-scores the first
+    MiniLM table, with the question also read by MiniLM and mapped into the
+    table's space, `query_embedder`; None for BM25 alone); `reranker=` re-scores the first
     stage's short list when `config.rerank` is on (default: the shipped
     MiniLM, `ctxfold.Embedder`); `store=` (a `ctxfold.memory` store,
     e.g. `SqliteStore("agent.db")`) keeps summaries and embeddings across
@@ -128,6 +129,7 @@ class ContextEngine:
                                    "with embed(list[str]) -> (n, d) array (e.g. ctxfold.Embedder()) or 'minilm'")
         self._reranker_spec = reranker
         self._reranker: Any = None
+        self._query_embedder: Any = None
         self.store = store
         self.scope = scope
         self.cache = EngineCache(check_bytes(cache_bytes, "cache_bytes"), caches=caches, scope=scope)
@@ -332,6 +334,20 @@ class ContextEngine:
             self._reranker = CachingEmbedder(spec, self.cache.rerank_embeddings, _model_id(spec), self.cache.caches)
         return self._reranker
 
+    @property
+    def query_embedder(self) -> Any:
+        """The question's second view (`config.embed_query`, default embedder
+        only): MiniLM's embedding of it mapped into the static table's space
+        (`ctxfold.embed.ProjectedEmbedder`, the model shared by the process's
+        engines), cached by text; None otherwise."""
+        if (self._query_embedder is None and self.config.embed_query and self._embedder_spec == "static"
+                and self.embedder.embedder.query_projection is not None):
+            from ctxfold.embed.projected import ProjectedEmbedder
+
+            projected = ProjectedEmbedder(self.embedder.embedder)
+            self._query_embedder = CachingEmbedder(projected, self.cache.query_embeddings, projected.model_id)
+        return self._query_embedder
+
     # -- helpers ---------------------------------------------------------------------
 
     def _run(
@@ -341,7 +357,8 @@ class ContextEngine:
         """The engine's tools and settings with the facts of one call, for its stages."""
         return RunContext(
             tokenizer=self.tokenizer, config=self.config, cache=self.cache, summarizer=self.summarizer,
-            embedder=self.embedder, reranker=self.reranker, budget=budget, query=query, question_is_current=question_is_current,
+            embedder=self.embedder, reranker=self.reranker, query_embedder=self.query_embedder, budget=budget,
+            query=query, question_is_current=question_is_current,
             protect_recent=protect_recent, now=now, people=people,
         )
 

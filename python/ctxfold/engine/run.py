@@ -27,6 +27,9 @@ class RunContext(msgspec.Struct, frozen=True, kw_only=True):
     """The dense half of the semantic layer (anything with `embed`), or None for BM25 alone."""
     reranker: Any = None
     """What re-scores the first stage's short list (`config.rerank`), or None."""
+    query_embedder: Any = None
+    """The question's second view in the embedder's space
+    (`ContextEngine.query_embedder`), or None."""
     budget: int
     """The token limit of the whole context, reply priming included."""
     query: str

@@ -1,0 +1,92 @@
+"""ProjectedEmbedder: MiniLM's embedding of a text mapped into the static
+table's space lands near the table's own embedding of that text, one shared
+model per process, and the errors for a table or encoder that do not fit."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ctxfold import InvalidTypeError, ModelError, StaticEmbedder
+from ctxfold.embed.projected import ProjectedEmbedder, shared_encoder
+
+TEXTS = [
+    "I like to play a lot of different games but I dont have that much time.",
+    "The invoice for the Lisbon hotel is due on the 3rd of March.",
+    "We finally fixed the flaky deploy test by pinning the database image.",
+    "My sister moved to Denver last spring and loves the mountains.",
+]
+
+
+@pytest.fixture(scope="module")
+def table() -> StaticEmbedder:
+    return StaticEmbedder()
+
+
+def test_the_shipped_table_carries_its_query_projection(table: StaticEmbedder) -> None:
+    assert table.query_projection is not None
+    assert table.query_projection.shape == (384, table.dim) and table.query_projection.dtype == np.float32
+
+
+def test_a_mapped_text_lands_near_the_tables_own_embedding_of_it(table: StaticEmbedder) -> None:
+    projected = ProjectedEmbedder(table)
+    mapped, own = projected.embed(TEXTS), table.embed(TEXTS)
+    assert mapped.shape == own.shape == (len(TEXTS), table.dim)
+    np.testing.assert_allclose(np.linalg.norm(mapped, axis=1), 1.0, rtol=1e-5)
+    similarity = mapped @ own.T
+    # Each text's mapped vector is nearest its own table embedding, and close to it.
+    assert list(similarity.argmax(axis=1)) == list(range(len(TEXTS)))
+    assert similarity.diagonal().min() > 0.6 > 0.3 > np.abs(similarity - np.diag(similarity.diagonal())).max()
+    assert projected.embed(TEXTS[0]).shape == (table.dim,)
+
+
+def test_the_question_read_in_context_finds_what_the_token_mean_misses(table: StaticEmbedder) -> None:
+    # Neither "sick" nor "health" is in the answers; MiniLM reads them as such, the token mean does not.
+    chat = ["Did you see the game last night? It went to overtime.", "I have to finish my essay before Friday.",
+            "My mom is visiting this weekend, so I'm cleaning the apartment.",
+            "The new phone update drained my battery all day."]
+    projected = ProjectedEmbedder(table)
+    for question, answer in (("When did he get sick?", "Got a bit of an itchy throat"),
+                             ("What health problems did he have?", "Nah it gave me food poisoning lol")):
+        vectors = table.embed([answer, *chat])
+        assert (vectors @ table.embed(question)).argmax() != 0
+        assert (vectors @ projected.embed(question)).argmax() == 0
+
+
+def test_one_model_serves_every_engine_of_the_process(table: StaticEmbedder) -> None:
+    assert shared_encoder() is shared_encoder()
+    assert ProjectedEmbedder(table).encoder is ProjectedEmbedder(StaticEmbedder()).encoder
+
+
+def test_a_table_without_a_projection_is_refused(table: StaticEmbedder, tmp_path: Path) -> None:
+    copy = tmp_path / "static"
+    shutil.copytree(table.path, copy)
+    (copy / "SHA256SUMS").unlink()
+    (copy / "query_projection.npy").unlink()
+    bare = StaticEmbedder(copy)
+    assert bare.query_projection is None
+    with pytest.raises(ModelError, match="no query projection"):
+        ProjectedEmbedder(bare)
+
+
+def test_a_projection_of_another_size_is_a_model_error(table: StaticEmbedder, tmp_path: Path) -> None:
+    copy = tmp_path / "static"
+    shutil.copytree(table.path, copy)
+    (copy / "SHA256SUMS").unlink()
+    np.save(copy / "query_projection.npy", np.zeros((384, 8), dtype=np.float32))
+    with pytest.raises(ModelError, match="query_projection.npy maps to 8 dimensions"):
+        StaticEmbedder(copy)
+
+
+def test_an_encoder_that_does_not_fit_is_named(table: StaticEmbedder) -> None:
+    with pytest.raises(InvalidTypeError, match="encoder"):
+        ProjectedEmbedder(table, encoder=object())
+
+    class Tiny:
+        def embed(self, texts):
+            return np.ones((len(texts), 5), dtype=np.float32)
+
+    with pytest.raises(ModelError, match="maps 384 dimensions"):
+        ProjectedEmbedder(table, encoder=Tiny()).embed(["x"])
