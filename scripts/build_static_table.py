@@ -24,7 +24,10 @@ L2-normalised), and the table becomes the one closest to the step-1 vectors
 closest to that text's embedding: ridge least squares, solved by conjugate
 gradients from the step-1 vectors, a fixed number of steps. Step 2 then
 projects on the ``--dim`` leading axes without centring, since the fitted
-table's mean direction is part of what a text's mean carries.
+table's mean direction is part of what a text's mean carries. It also writes
+``query_projection.npy``: the least-squares map from the model's embeddings
+of the corpus texts to the table's embeddings of them, with which the engine
+sets a question the model embedded beside messages the table embedded.
 
 Everything is deterministic: ONNX Runtime runs on one thread, numpy in
 float64, and the outputs are written with fixed bytes (``np.save`` and sorted

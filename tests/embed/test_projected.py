@@ -90,3 +90,17 @@ def test_an_encoder_that_does_not_fit_is_named(table: StaticEmbedder) -> None:
 
     with pytest.raises(ModelError, match="maps 384 dimensions"):
         ProjectedEmbedder(table, encoder=Tiny()).embed(["x"])
+
+
+def _embed_in_child(texts: list[str]) -> list[list[float]]:
+    return ProjectedEmbedder(StaticEmbedder()).embed(texts).tolist()
+
+
+def test_a_forked_worker_embeds_with_a_session_of_its_own(table: StaticEmbedder) -> None:
+    import multiprocessing
+
+    parent = ProjectedEmbedder(table)
+    expected = parent.embed(TEXTS[:2])  # the parent's session exists before the fork
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        got = np.array(pool.apply_async(_embed_in_child, (TEXTS[:2],)).get(timeout=120), dtype=np.float32)
+    np.testing.assert_allclose(got, expected, atol=1e-6)

@@ -13,6 +13,7 @@ embedding every message with the model would cost seconds.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -43,16 +44,20 @@ class ProjectedEmbedder:
                 f"table: {table!r} has no query projection. Fix: use the shipped StaticEmbedder(), or a table "
                 "built with scripts/build_static_table.py --corpus"
             )
-        if encoder is None:
-            encoder = shared_encoder()
-        elif not callable(getattr(encoder, "embed", None)):
+        if encoder is not None and not callable(getattr(encoder, "embed", None)):
             raise InvalidTypeError(f"encoder: {type(encoder).__name__} has no embed() method. Fix: pass "
                                    "ctxfold.Embedder() or another object with embed(list[str]) -> (n, d) array")
         self.table = table
-        self.encoder = encoder
+        self._encoder = encoder
         self.projection: FloatArray = np.asarray(projection, dtype=np.float32)
-        self.model_id = f"{getattr(encoder, 'model_id', type(encoder).__name__)}->{Path(str(table.path)).name}"
+        self.model_id = f"{getattr(self.encoder, 'model_id', type(self.encoder).__name__)}->{Path(str(table.path)).name}"
         """What names these vectors: the encoder's model and the table they are mapped into."""
+
+    @property
+    def encoder(self) -> Any:
+        """The encoder given, else the process's shared MiniLM (`shared_encoder`),
+        looked up on each use so that a forked worker loads its own."""
+        return self._encoder if self._encoder is not None else shared_encoder()
 
     @property
     def dim(self) -> int:
@@ -83,14 +88,17 @@ class ProjectedEmbedder:
 def shared_encoder() -> Any:
     """The shipped MiniLM (`ctxfold.Embedder`, no vector cache), loaded once
     per process and model directory: every engine embeds its questions
-    with the same ONNX session instead of loading the model again."""
+    with the same ONNX session instead of loading the model again. A forked
+    child gets a session of its own (an ONNX Runtime session does not
+    survive a fork)."""
     from ctxfold.models import DEFAULT_EMBEDDING_MODEL, locate_model
 
-    return _encoder_in(locate_model(DEFAULT_EMBEDDING_MODEL).parent)
+    return _encoder_in(locate_model(DEFAULT_EMBEDDING_MODEL).parent, os.getpid())
 
 
-@functools.lru_cache(maxsize=4)
-def _encoder_in(models_dir: Path) -> Any:
+@functools.lru_cache(maxsize=8)
+def _encoder_in(models_dir: Path, pid: int) -> Any:
+    """The model under `models_dir` for process `pid` (a key of the cache only)."""
     from ctxfold.embed.onnx import Embedder
 
     # Located by name under models_dir, so the shipped model's checksums are verified.
