@@ -27,6 +27,11 @@ __all__ = ["ProjectedEmbedder", "shared_encoder"]
 
 FloatArray = npt.NDArray[np.float32]
 
+#: What the shared model reads of a question: its first 128 tokens carry what it
+#: asks, and a long last message (a pasted document) would otherwise cost up to
+#: 256 tokens of the model on every turn.
+QUESTION_TOKENS = 128
+
 
 class ProjectedEmbedder:
     """Embeds with `encoder` (anything with ``embed(list[str]) -> (n, model
@@ -86,7 +91,8 @@ class ProjectedEmbedder:
 
 
 def shared_encoder() -> Any:
-    """The shipped MiniLM (`ctxfold.Embedder`, no vector cache), loaded once
+    """The shipped MiniLM (`ctxfold.Embedder`, no vector cache, the first
+    `QUESTION_TOKENS` tokens of a text), loaded once
     per process and model directory: every engine embeds its questions
     with the same ONNX session instead of loading the model again. A forked
     child gets a session of its own (an ONNX Runtime session does not
@@ -102,4 +108,4 @@ def _encoder_in(models_dir: Path, pid: int) -> Any:
     from ctxfold.embed.onnx import Embedder
 
     # Located by name under models_dir, so the shipped model's checksums are verified.
-    return Embedder(models_dir=models_dir, cache=False)
+    return Embedder(models_dir=models_dir, cache=False, max_length=QUESTION_TOKENS)
