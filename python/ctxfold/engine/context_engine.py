@@ -19,8 +19,7 @@ from ctxfold.engine.archive import DEFAULT_ARCHIVE_BYTES, Archive, answer_recall
 from ctxfold.engine.config import EngineConfig
 from ctxfold.engine.messages import (
     current_turn, hard_protected, latest_time, parse_messages, parse_now, parse_with_repairs, people_in_chat, said_after_first,
-    tool_groups,
-    with_date_annotations,
+    tool_groups, with_date_annotations,
 )
 from ctxfold.engine.cache import DEFAULT_CACHE_BYTES, CachingEmbedder, EngineCache, check_bytes
 from ctxfold.errors import InvalidInputError, InvalidTypeError
@@ -79,8 +78,8 @@ class ContextEngine:
     is the model-free cut);
     `embedder=` is the dense half of the semantic layer (default: the static
     MiniLM table, with the question also read by MiniLM and mapped into the
-    table's space, `query_embedder`; None for BM25 alone); `reranker=` re-scores the first
-    stage's short list when `config.rerank` is on (default: the shipped
+    table's space, `query_embedder`; None for BM25 alone); `reranker=`
+    re-scores the first stage's short list when `config.rerank` is on (default: the shipped
     MiniLM, `ctxfold.Embedder`); `store=` (a `ctxfold.memory` store,
     e.g. `SqliteStore("agent.db")`) keeps summaries and embeddings across
     processes, so a restarted agent does not recompute them, and keeps the
@@ -358,8 +357,7 @@ class ContextEngine:
         return RunContext(
             tokenizer=self.tokenizer, config=self.config, cache=self.cache, summarizer=self.summarizer,
             embedder=self.embedder, reranker=self.reranker, query_embedder=self.query_embedder, budget=budget,
-            query=query, question_is_current=question_is_current,
-            protect_recent=protect_recent, now=now, people=people,
+            query=query, question_is_current=question_is_current, protect_recent=protect_recent, now=now, people=people,
         )
 
     def _arc(self, items: Sequence[Item]) -> ConversationArc:
