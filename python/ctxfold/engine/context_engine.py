@@ -211,7 +211,7 @@ class ContextEngine:
         lap("parse")
         tokens_in = sum(sizes) + REPLY_PRIMING
         run = self._run(
-            budget, query, question_is_current=question_is_current, now=asked_at, people=people_in_chat(items),
+            items, budget, query, question_is_current=question_is_current, now=asked_at,
             # A separate query about the past is answered wherever its evidence is: the
             # latest turns then get no protection beyond the current one's.
             protect_recent=(question_is_current or recency_applies(query)) if protect_recent is None else protect_recent,
@@ -350,14 +350,17 @@ class ContextEngine:
     # -- helpers ---------------------------------------------------------------------
 
     def _run(
-        self, budget: int, query: str, *, question_is_current: bool = True, protect_recent: bool = True,
-        now: dt.datetime | None = None, people: tuple[str, str] | None = None,
+        self, items: Sequence[Item], budget: int, query: str, *, question_is_current: bool = True,
+        protect_recent: bool = True, now: dt.datetime | None = None,
     ) -> RunContext:
-        """The engine's tools and settings with the facts of one call, for its stages."""
+        """The engine's tools and settings with the facts of one call on
+        `items`, for its stages: when it is asked (`now`, else the latest
+        message's time) and who the chat is between are found here, once."""
         return RunContext(
             tokenizer=self.tokenizer, config=self.config, cache=self.cache, summarizer=self.summarizer,
             embedder=self.embedder, reranker=self.reranker, query_embedder=self.query_embedder, budget=budget,
-            query=query, question_is_current=question_is_current, protect_recent=protect_recent, now=now, people=people,
+            query=query, question_is_current=question_is_current, protect_recent=protect_recent,
+            now=now or latest_time(items), people=people_in_chat(items),
         )
 
     def _arc(self, items: Sequence[Item]) -> ConversationArc:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ctxfold.engine.messages import latest_time, parse_with_repairs, people_in_chat, with_date_annotations
+from ctxfold.engine.messages import parse_with_repairs, with_date_annotations
 from ctxfold.engine.scoring import recalls_the_conversation, recency_applies
 from ctxfold.errors import BudgetError, InvalidInputError, InvalidTypeError
 from ctxfold.tokens import REPLY_PRIMING, message_costs
@@ -434,8 +434,7 @@ class CacheAwareSession:
             from ctxfold.engine.scoring import score_items
 
             engine = self.engine
-            turn.scores, _ = score_items(turn.items, engine._run(
-                turn.budget, turn.query, now=latest_time(turn.items), people=people_in_chat(turn.items)))
+            turn.scores, _ = score_items(turn.items, engine._run(turn.items, turn.budget, turn.query))
         return turn.scores
 
     def _quote(self, turn: Turn, *, room: int) -> _Wanted:
