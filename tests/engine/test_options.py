@@ -9,7 +9,7 @@ import pytest
 from ctxfold.engine.cache import EngineCache
 from ctxfold.engine.compaction import placeholder
 from ctxfold.engine.config import EngineConfig
-from ctxfold.engine.messages import parse_messages
+from ctxfold.engine.messages import parse_messages, people_in_chat
 from ctxfold.engine.options import (
     CLEAR, DROP, KEEP, LENGTH_POWER, NOTE_SHARE, PEOPLE_LENGTH_POWER, PLACEHOLDER_SHARE, PLAIN, SEAM_SLACK, SUMMARY,
     TIME_NOTE_SHARE, TOOL_CUT_SHARE,
@@ -128,7 +128,7 @@ def test_length_weights_compare_each_message_with_its_role():
         {"role": "user", "content": "word " * 80},
         {"role": "assistant", "content": "word " * 400},
     ], TOK)
-    weights = length_weights(items)
+    weights = length_weights(items, between_people=False)
     tokens = [it.tokens for it in items]
     assert weights[1] == pytest.approx(1.0)  # the users' median
     assert weights[0] == pytest.approx((tokens[0] / tokens[1]) ** LENGTH_POWER)
@@ -144,7 +144,8 @@ def test_between_people_length_weights_use_their_own_power():
         {"role": "assistant", "content": "Kate: " + "word " * 20},
         {"role": "user", "content": "Emi: " + "word " * 40},
     ], TOK)
-    weights = length_weights(items)
+    assert people_in_chat(items) == ("Emi", "Kate")
+    weights = length_weights(items, between_people=True)
     assert weights[2] == pytest.approx((items[2].tokens / items[4].tokens) ** PEOPLE_LENGTH_POWER)
     assert PEOPLE_LENGTH_POWER != LENGTH_POWER
 
@@ -203,7 +204,7 @@ def test_a_date_note_does_not_make_a_message_longer_for_its_value():
     plain = parse_messages(msgs, TOK)
     noted = with_date_annotations(plain, TOK, said=True, now=dt.datetime(2023, 6, 1, tzinfo=dt.timezone.utc))
     assert all(n.date_note and n.tokens == p.tokens + n.note_tokens and n.note_tokens > 0 for n, p in zip(noted, plain))
-    assert np.allclose(length_weights(noted), length_weights(plain))
+    assert np.allclose(length_weights(noted, between_people=False), length_weights(plain, between_people=False))
 
 
 def test_the_day_said_is_worth_its_room_only_when_the_question_asks_when():
@@ -235,7 +236,7 @@ def test_the_day_said_is_worth_its_room_only_when_the_question_asks_when():
 ])
 def test_a_short_user_rule_for_the_answers_to_come_is_a_standing_instruction(text, standing):
     items = parse_messages([{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}], TOK)
-    assert standing_instructions(items).tolist() == [standing, False]
+    assert standing_instructions(items, between_people=False).tolist() == [standing, False]
 
 
 def test_standing_instructions_stay_present_whatever_the_question():
@@ -253,7 +254,11 @@ def test_standing_instructions_stay_present_whatever_the_question():
 
 
 def test_between_two_people_always_and_never_are_how_people_talk():
-    chat = [{"role": "user", "content": "Ana: Never again will I eat that much cake."},
-            {"role": "assistant", "content": "Ben: Always the same story with you!"},
-            {"role": "user", "content": "Ana: Always, haha."}]
-    assert not standing_instructions(parse_messages(chat, TOK)).any()
+    chat = [{"role": "user", "name": "Ana", "content": "Never again will I eat that much cake."},
+            {"role": "assistant", "name": "Ben", "content": "Always the same story with you!"},
+            {"role": "user", "name": "Ana", "content": "Always, haha."}]
+    items = parse_messages(chat, TOK)
+    assert people_in_chat(items) == ("Ana", "Ben")
+    assert not standing_instructions(items, between_people=True).any()
+    # The same words from a user to an assistant would be rules.
+    assert standing_instructions(items, between_people=False).tolist() == [True, False, True]

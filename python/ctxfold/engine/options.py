@@ -24,7 +24,7 @@ import numpy as np
 from ctxfold.engine.chunks import CHUNK_SIZE, LEVEL2_SHARE, Chunk, make_chunks, movable_for_chunks
 from ctxfold.engine.compaction import CLEARABLE_KINDS, later_copies, placeholder, read_path, superseded_reads
 from ctxfold.engine.config import EngineConfig
-from ctxfold.engine.messages import current_turn, hard_protected, people_in_chat, tool_groups
+from ctxfold.engine.messages import current_turn, hard_protected, tool_groups
 from ctxfold.engine.results import STATE_KINDS, Item
 from ctxfold.engine.run import RunContext
 from ctxfold.errors import BudgetError
@@ -124,26 +124,20 @@ class Options(msgspec.Struct, kw_only=True):
     """The messages planned one by one (the rest are in chunks)."""
 
 
-def message_values(
-    scores: np.ndarray, items: Sequence[Item] | None = None, between_people: bool | None = None
-) -> np.ndarray:
+def message_values(scores: np.ndarray, items: Sequence[Item], between_people: bool) -> np.ndarray:
     """What keeping each message is worth: its score scaled so the best is 1,
     to the power SCORE_POWER (plus a hair so that everything is worth keeping
-    when there is room); with `items`, times `length_weights(items)`."""
+    when there is room), times `length_weights`."""
     clipped = np.clip(scores, 0, None)
-    values: np.ndarray = (clipped / max(float(clipped.max(initial=0.0)), 1e-12)) ** SCORE_POWER + 1e-6
-    if items is not None:
-        values *= length_weights(items, between_people)
+    values: np.ndarray = ((clipped / max(float(clipped.max(initial=0.0)), 1e-12)) ** SCORE_POWER + 1e-6) * length_weights(
+        items, between_people)
     return values
 
 
-def length_weights(items: Sequence[Item], between_people: bool | None = None) -> np.ndarray:
+def length_weights(items: Sequence[Item], between_people: bool) -> np.ndarray:
     """(tokens without the date note / median tokens of the same role) ** LENGTH_POWER per message
-    (PEOPLE_LENGTH_POWER in a chat between two people; `between_people`
-    None: found with `people_in_chat`): 1 for a message of its role's
-    typical length."""
-    if between_people is None:
-        between_people = people_in_chat(items) is not None
+    (PEOPLE_LENGTH_POWER in a chat `between_people`, see `people_in_chat`):
+    1 for a message of its role's typical length."""
     power = PEOPLE_LENGTH_POWER if between_people else LENGTH_POWER
     # A date note says when, not what: the length that counts is the message's own.
     tokens = np.array([max(it.tokens - it.note_tokens, 1) for it in items], dtype=np.float64)
@@ -156,9 +150,7 @@ def length_weights(items: Sequence[Item], between_people: bool | None = None) ->
     return weights
 
 
-def soft_protected(
-    items: Sequence[Item], config: EngineConfig, recent: bool = True, between_people: bool | None = None
-) -> np.ndarray:
+def soft_protected(items: Sequence[Item], config: EngineConfig, recent: bool, between_people: bool) -> np.ndarray:
     """Messages kept present (verbatim when they fit, shortened otherwise):
     the last user message, agent-state kinds, the user's standing
     instructions (`standing_instructions`), and with `recent` the last
@@ -187,16 +179,13 @@ _STANDING = re.compile(
 STANDING_MAX_TOKENS = 80
 
 
-def standing_instructions(items: Sequence[Item], between_people: bool | None = None) -> np.ndarray:
+def standing_instructions(items: Sequence[Item], between_people: bool) -> np.ndarray:
     """The user's standing instructions to the assistant: short user messages
     that set a rule for the answers to come ("Always include version numbers
     when I ask about dependencies"). The next answer needs them whatever the
-    question is, so they stay present. None in a chat between two people,
-    where "never" and "always" are how people talk (`between_people` None:
-    found with `people_in_chat`)."""
+    question is, so they stay present. None in a chat `between_people`,
+    where "never" and "always" are how people talk."""
     out = np.zeros(len(items), dtype=bool)
-    if between_people is None:
-        between_people = people_in_chat(items) is not None
     if between_people:
         return out
     for i, it in enumerate(items):
