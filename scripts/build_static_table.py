@@ -25,9 +25,9 @@ closest to that text's embedding: ridge least squares, solved by conjugate
 gradients from the step-1 vectors, a fixed number of steps. Step 2 then
 projects on the ``--dim`` leading axes without centring, since the fitted
 table's mean direction is part of what a text's mean carries. It also writes
-``query_projection.npy``: the least-squares map from the model's embeddings
-of the corpus texts to the table's embeddings of them, with which the engine
-sets a question the model embedded beside messages the table embedded.
+``model_projection.npy``: the least-squares map from the table's embeddings
+of the corpus texts to the model's embeddings of them, with which the engine
+sets messages the table embedded beside a question the model embedded.
 
 Everything is deterministic: ONNX Runtime runs on one thread, numpy in
 float64, and the outputs are written with fixed bytes (``np.save`` and sorted
@@ -66,9 +66,8 @@ BATCH = 512
 #: Ridge weight of the fit's pull towards the step-1 vectors, and its conjugate-gradient steps.
 RIDGE = 1.0
 CG_STEPS = 60
-#: Singular values of the model's text embeddings below this share of the largest are cut from
-#: the query projection's fit: the model's vectors leave a few directions all but empty (at about
-#: 1e-8 of the largest), and fitting them gives coefficients in the millions, fitted to rounding.
+#: Singular values of the table's text embeddings below this share of the largest are cut from
+#: the model projection's fit, so that a direction the texts leave all but empty is not fitted to rounding.
 PROJECTION_RCOND = 1e-6
 #: Corpus texts kept: fortunes of 3 to 200 words (the rest is ASCII art or long stories).
 MIN_WORDS, MAX_WORDS = 3, 200
@@ -171,14 +170,14 @@ def fit_to_texts(vectors: npt.NDArray[np.float64], a: Any, targets: npt.NDArray[
     return fitted
 
 
-def query_projection(a: Any, table: npt.NDArray[np.float16], targets: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
-    """The linear map from the model's text embeddings to the table's (``(model dim, dim)``),
-    least squares over the fit's texts: a question embedded by the model, times it, is a
-    vector in the table's space, to set beside the table's own embedding of it."""
+def model_projection(a: Any, table: npt.NDArray[np.float16], targets: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
+    """The linear map from the table's text embeddings to the model's (``(dim, model dim)``),
+    least squares over the fit's texts: a message embedded by the table, times it, is a
+    vector in the model's space, to set beside the model's embedding of a question."""
     pooled = a @ table.astype(np.float64)
     norms = np.linalg.norm(pooled, axis=1)
     kept = norms > 0
-    mapped, *_ = np.linalg.lstsq(targets[kept], pooled[kept] / norms[kept, None], rcond=PROJECTION_RCOND)
+    mapped, *_ = np.linalg.lstsq(pooled[kept] / norms[kept, None], targets[kept], rcond=PROJECTION_RCOND)
     out: npt.NDArray[np.float32] = mapped.astype(np.float32)
     return out
 
@@ -233,13 +232,13 @@ def build(source_dir: Path, out_dir: Path, dim: int, sif_a: float, pooling: str,
         a = text_weights(weights.astype(np.float64), tokenizer_path, texts, vocab_size)
         fitted = fit_to_texts(vectors, a, targets)
         table = projection(fitted, dim).astype(np.float16)
-        mapped = query_projection(a, table, targets)
+        mapped = model_projection(a, table, targets)
         digest = hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()
         fit = {"fit": {"corpus": "Debian fortunes and fortunes-min 1:1.99.1-7.3, /usr/share/games/fortunes",
                        "texts": len(texts), "texts_sha256": digest, "ridge": RIDGE, "cg_steps": CG_STEPS,
                        "words": [MIN_WORDS, MAX_WORDS], "target": "MiniLM mean pooling, L2-normalised, 256 tokens",
-                       "query_projection": "float32 (384, dim), least squares from the model's embeddings of "
-                                           "the fit's texts to the table's"}}
+                       "model_projection": "float32 (dim, 384), least squares from the table's embeddings of "
+                                           "the fit's texts to the model's"}}
     config = {
         "format": FORMAT,
         "tokenizer_model": TOKENIZER_MODEL,
@@ -266,14 +265,14 @@ def build(source_dir: Path, out_dir: Path, dim: int, sif_a: float, pooling: str,
 def write_model(out_dir: Path, table: npt.NDArray[np.float16], weights: npt.NDArray[np.float32], config: dict[str, object],
                 mapped: npt.NDArray[np.float32] | None = None) -> dict[str, object]:
     """The files `StaticEmbedder` loads, byte-for-byte the same for the same arrays
-    (``query_projection.npy`` only for a table fitted to texts)."""
+    (``model_projection.npy`` only for a table fitted to texts)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     np.save(out_dir / "table.npy", table)
     np.save(out_dir / "weights.npy", weights)
     names = ["config.json", "table.npy", "weights.npy"]
     if mapped is not None:
-        np.save(out_dir / "query_projection.npy", mapped)
-        names.insert(1, "query_projection.npy")
+        np.save(out_dir / "model_projection.npy", mapped)
+        names.insert(1, "model_projection.npy")
     (out_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     sums = {name: sha256(out_dir / name) for name in names}
     (out_dir / "SHA256SUMS").write_text("".join(f"{h}  {n}\n" for n, h in sums.items()), encoding="utf-8")

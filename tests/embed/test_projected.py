@@ -1,6 +1,6 @@
-"""ProjectedEmbedder: MiniLM's embedding of a text mapped into the static
-table's space lands near the table's own embedding of that text, one shared
-model per process, and the errors for a table or encoder that do not fit."""
+"""ProjectedEmbedder: the static table's embedding of a text mapped into
+MiniLM's space lands near MiniLM's own embedding of that text; one shared
+model per process; the errors for a table or vectors that do not fit."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ctxfold import InvalidTypeError, ModelError, StaticEmbedder
-from ctxfold.embed.projected import ProjectedEmbedder, shared_encoder
+from ctxfold.embed.projected import ProjectedEmbedder, SharedEncoder, shared_encoder
 
 TEXTS = [
     "I like to play a lot of different games but I dont have that much time.",
@@ -25,21 +25,24 @@ def table() -> StaticEmbedder:
     return StaticEmbedder()
 
 
-def test_the_shipped_table_carries_its_query_projection(table: StaticEmbedder) -> None:
-    assert table.query_projection is not None
-    assert table.query_projection.shape == (384, table.dim) and table.query_projection.dtype == np.float32
+def test_the_shipped_table_carries_its_model_projection(table: StaticEmbedder) -> None:
+    assert table.model_projection is not None
+    assert table.model_projection.shape == (table.dim, 384) and table.model_projection.dtype == np.float32
 
 
-def test_a_mapped_text_lands_near_the_tables_own_embedding_of_it(table: StaticEmbedder) -> None:
+def test_a_mapped_text_lands_near_the_models_own_embedding_of_it(table: StaticEmbedder) -> None:
     projected = ProjectedEmbedder(table)
-    mapped, own = projected.embed(TEXTS), table.embed(TEXTS)
-    assert mapped.shape == own.shape == (len(TEXTS), table.dim)
+    mapped, model = projected.embed(TEXTS), SharedEncoder().embed(TEXTS)
+    assert mapped.shape == model.shape == (len(TEXTS), 384) and projected.dim == 384
     np.testing.assert_allclose(np.linalg.norm(mapped, axis=1), 1.0, rtol=1e-5)
-    similarity = mapped @ own.T
-    # Each text's mapped vector is nearest its own table embedding, and close to it.
+    similarity = mapped @ model.T
+    # Each text's mapped vector is nearest the model's embedding of it, and close to it.
     assert list(similarity.argmax(axis=1)) == list(range(len(TEXTS)))
     assert similarity.diagonal().min() > 0.6 > 0.3 > np.abs(similarity - np.diag(similarity.diagonal())).max()
-    assert projected.embed(TEXTS[0]).shape == (table.dim,)
+    assert projected.embed(TEXTS[0]).shape == (384,)
+    # Vectors already embedded by the table map the same, whatever their norm; zero stays zero.
+    np.testing.assert_allclose(projected.map(3.0 * table.embed(TEXTS)), mapped, atol=1e-6)
+    assert not projected.map(np.zeros((1, table.dim))).any()
 
 
 def test_the_question_read_in_context_finds_what_the_token_mean_misses(table: StaticEmbedder) -> None:
@@ -47,27 +50,27 @@ def test_the_question_read_in_context_finds_what_the_token_mean_misses(table: St
     chat = ["Did you see the game last night? It went to overtime.", "I have to finish my essay before Friday.",
             "My mom is visiting this weekend, so I'm cleaning the apartment.",
             "The new phone update drained my battery all day."]
-    projected = ProjectedEmbedder(table)
+    projected, model = ProjectedEmbedder(table), SharedEncoder()
     for question, answer in (("When did he get sick?", "Got a bit of an itchy throat"),
                              ("What health problems did he have?", "Nah it gave me food poisoning lol")):
         vectors = table.embed([answer, *chat])
         assert (vectors @ table.embed(question)).argmax() != 0
-        assert (vectors @ projected.embed(question)).argmax() == 0
+        assert (projected.map(vectors) @ model.embed([question])[0]).argmax() == 0
 
 
-def test_one_model_serves_every_engine_of_the_process(table: StaticEmbedder) -> None:
+def test_one_model_serves_every_engine_of_the_process() -> None:
     assert shared_encoder() is shared_encoder()
-    assert ProjectedEmbedder(table).encoder is ProjectedEmbedder(StaticEmbedder()).encoder
+    np.testing.assert_allclose(SharedEncoder().embed(TEXTS[:1]), shared_encoder().embed(TEXTS[:1]))
 
 
 def test_a_table_without_a_projection_is_refused(table: StaticEmbedder, tmp_path: Path) -> None:
     copy = tmp_path / "static"
     shutil.copytree(table.path, copy)
     (copy / "SHA256SUMS").unlink()
-    (copy / "query_projection.npy").unlink()
+    (copy / "model_projection.npy").unlink()
     bare = StaticEmbedder(copy)
-    assert bare.query_projection is None
-    with pytest.raises(ModelError, match="no query projection"):
+    assert bare.model_projection is None
+    with pytest.raises(ModelError, match="no model projection"):
         ProjectedEmbedder(bare)
 
 
@@ -75,32 +78,24 @@ def test_a_projection_of_another_size_is_a_model_error(table: StaticEmbedder, tm
     copy = tmp_path / "static"
     shutil.copytree(table.path, copy)
     (copy / "SHA256SUMS").unlink()
-    np.save(copy / "query_projection.npy", np.zeros((384, 8), dtype=np.float32))
-    with pytest.raises(ModelError, match="query_projection.npy maps to 8 dimensions"):
+    np.save(copy / "model_projection.npy", np.zeros((8, 384), dtype=np.float32))
+    with pytest.raises(ModelError, match="model_projection.npy maps from 8 dimensions"):
         StaticEmbedder(copy)
 
 
-def test_an_encoder_that_does_not_fit_is_named(table: StaticEmbedder) -> None:
-    with pytest.raises(InvalidTypeError, match="encoder"):
-        ProjectedEmbedder(table, encoder=object())
-
-    class Tiny:
-        def embed(self, texts):
-            return np.ones((len(texts), 5), dtype=np.float32)
-
-    with pytest.raises(ModelError, match="maps 384 dimensions"):
-        ProjectedEmbedder(table, encoder=Tiny()).embed(["x"])
+def test_vectors_that_are_not_the_tables_are_named(table: StaticEmbedder) -> None:
+    with pytest.raises(InvalidTypeError, match="vectors: shape"):
+        ProjectedEmbedder(table).map(np.ones((2, 5), dtype=np.float32))
 
 
 def _embed_in_child(texts: list[str]) -> list[list[float]]:
-    return ProjectedEmbedder(StaticEmbedder()).embed(texts).tolist()
+    return SharedEncoder().embed(texts).tolist()
 
 
-def test_a_forked_worker_embeds_with_a_session_of_its_own(table: StaticEmbedder) -> None:
+def test_a_forked_worker_embeds_with_a_session_of_its_own() -> None:
     import multiprocessing
 
-    parent = ProjectedEmbedder(table)
-    expected = parent.embed(TEXTS[:2])  # the parent's session exists before the fork
+    expected = SharedEncoder().embed(TEXTS[:2])  # the parent's session exists before the fork
     with multiprocessing.get_context("fork").Pool(1) as pool:
         got = np.array(pool.apply_async(_embed_in_child, (TEXTS[:2],)).get(timeout=120), dtype=np.float32)
     np.testing.assert_allclose(got, expected, atol=1e-6)

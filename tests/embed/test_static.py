@@ -289,7 +289,7 @@ def test_build_script_reproduces_the_shipped_table(embedder: StaticEmbedder, tmp
     np.testing.assert_array_equal(np.load(tmp_path / "weights.npy"), np.load(embedder.path / "weights.npy"))
     assert json.loads((tmp_path / "config.json").read_text(encoding="utf-8")) == config
     if fit:
-        np.testing.assert_allclose(np.load(tmp_path / "query_projection.npy"), embedder.query_projection, atol=1e-5)
+        np.testing.assert_allclose(np.load(tmp_path / "model_projection.npy"), embedder.model_projection, atol=1e-5)
 
 
 def test_build_script_reads_a_fortune_corpus_and_fits_the_table_to_its_texts(embedder: StaticEmbedder,
@@ -330,9 +330,9 @@ def test_build_script_reads_a_fortune_corpus_and_fits_the_table_to_its_texts(emb
     np.testing.assert_allclose(ratio, ratio[0])
     projected = build.projection(fitted, 4)
     assert projected.shape == (30522, 4)
-    # The query projection maps each text's model embedding to the table's own embedding of it.
-    mapped = build.query_projection(a, projected.astype(np.float16), targets)
-    assert mapped.shape == (8, 4) and mapped.dtype == np.float32
+    # The model projection maps each text's table embedding to the model's embedding of it.
+    mapped = build.model_projection(a, projected.astype(np.float16), targets)
+    assert mapped.shape == (4, 8) and mapped.dtype == np.float32
     table_means = np.array([pooled(projected.astype(np.float16).astype(np.float64), t) for t in texts])
     table_means /= np.linalg.norm(table_means, axis=1, keepdims=True)
-    np.testing.assert_allclose(targets @ mapped, table_means, atol=1e-5)
+    np.testing.assert_allclose(table_means @ mapped, targets, atol=1e-5)

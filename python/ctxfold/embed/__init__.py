@@ -1,8 +1,8 @@
 """Sentence embedders: anything with ``embed(list[str]) -> (n, dim)`` unit
 rows. `onnx.Embedder` runs all-MiniLM-L6-v2 with onnxruntime; `static.StaticEmbedder`
 is its distilled token table (no model run, the engine's default);
-`projected.ProjectedEmbedder` maps MiniLM's vectors into the table's space
-(the engine's second view of a question)."""
+`projected.ProjectedEmbedder` maps the table's vectors into MiniLM's space
+(set beside a question MiniLM read: the engine's second view of it)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ _LAZY = {
     "MemoryEmbeddingCache": "ctxfold.embed.onnx",
     "StaticEmbedder": "ctxfold.embed.static",
     "ProjectedEmbedder": "ctxfold.embed.projected",
+    "SharedEncoder": "ctxfold.embed.projected",
 }
 __all__ = list(_LAZY)
 __getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
@@ -26,5 +27,5 @@ if TYPE_CHECKING:
         EmbeddingCache as EmbeddingCache,
         MemoryEmbeddingCache as MemoryEmbeddingCache,
     )
-    from ctxfold.embed.projected import ProjectedEmbedder as ProjectedEmbedder
+    from ctxfold.embed.projected import ProjectedEmbedder as ProjectedEmbedder, SharedEncoder as SharedEncoder
     from ctxfold.embed.static import StaticEmbedder as StaticEmbedder

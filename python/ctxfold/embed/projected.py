@@ -1,13 +1,13 @@
-"""`ProjectedEmbedder`: a model's embeddings mapped into a static table's space.
+"""`ProjectedEmbedder`: a static table's embeddings mapped into its model's space.
 
 The static table embeds a text as the mean of its tokens' vectors, so it
 cannot read a word in context ("hobbies" near "I play a lot of games"); the
 model it was distilled from can. A table fitted to the model's embeddings of
-whole texts carries a linear map from the model's space to its own
-(`StaticEmbedder.query_projection`): a question embedded by the model and
-mapped is a second view of it, comparable with the messages the table
-embedded. One short text per question, so it costs milliseconds where
-embedding every message with the model would cost seconds.
+whole texts carries a linear map from its own space to the model's
+(`StaticEmbedder.model_projection`): the table's messages, mapped, can be set
+beside a question the model embedded (`SharedEncoder`). One short text per
+question goes through the model, so it costs milliseconds where embedding
+every message with the model would cost seconds.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from ctxfold.errors import InvalidTypeError, ModelError
 
-__all__ = ["ProjectedEmbedder", "shared_encoder"]
+__all__ = ["ProjectedEmbedder", "SharedEncoder", "shared_encoder"]
 
 FloatArray = npt.NDArray[np.float32]
 
@@ -34,60 +34,69 @@ QUESTION_TOKENS = 128
 
 
 class ProjectedEmbedder:
-    """Embeds with `encoder` (anything with ``embed(list[str]) -> (n, model
-    dim)``; default: the shipped MiniLM, loaded once per process) and maps
-    the vectors into `table`'s space with its query projection, L2-normalised.
+    """Embeds with `table` and maps the vectors into its source model's
+    space with the table's model projection, L2-normalised: vectors to set
+    beside the model's own, at the table's speed.
 
-    Raises ``ModelError`` when `table` has no query projection (a table not
-    fitted to texts) or when the encoder's dimension is not the one the
-    projection maps from."""
+    Raises ``ModelError`` when `table` has no model projection (a table not
+    fitted to texts)."""
 
-    def __init__(self, table: Any, encoder: Any = None) -> None:
-        projection = getattr(table, "query_projection", None)
+    def __init__(self, table: Any) -> None:
+        projection = getattr(table, "model_projection", None)
         if projection is None:
             raise ModelError(
-                f"table: {table!r} has no query projection. Fix: use the shipped StaticEmbedder(), or a table "
+                f"table: {table!r} has no model projection. Fix: use the shipped StaticEmbedder(), or a table "
                 "built with scripts/build_static_table.py --corpus"
             )
-        if encoder is not None and not callable(getattr(encoder, "embed", None)):
-            raise InvalidTypeError(f"encoder: {type(encoder).__name__} has no embed() method. Fix: pass "
-                                   "ctxfold.Embedder() or another object with embed(list[str]) -> (n, d) array")
         self.table = table
-        self._encoder = encoder
         self.projection: FloatArray = np.asarray(projection, dtype=np.float32)
-        self.model_id = f"{getattr(self.encoder, 'model_id', type(self.encoder).__name__)}->{Path(str(table.path)).name}"
-        """What names these vectors: the encoder's model and the table they are mapped into."""
-
-    @property
-    def encoder(self) -> Any:
-        """The encoder given, else the process's shared MiniLM (`shared_encoder`),
-        looked up on each use so that a forked worker loads its own."""
-        return self._encoder if self._encoder is not None else shared_encoder()
+        self.model_id = f"{Path(str(table.path)).name}->{table.config.get('tokenizer_model', 'model')}"
+        """What names these vectors: the table and the model whose space they are mapped into."""
 
     @property
     def dim(self) -> int:
-        """The table's dimension, which the vectors have."""
+        """The model's dimension, which the vectors have."""
         return int(self.projection.shape[1])
 
     def __repr__(self) -> str:
-        return f"ProjectedEmbedder(table={self.table!r}, encoder={self.encoder!r})"
+        return f"ProjectedEmbedder(table={self.table!r})"
 
     def embed(self, texts: str | Sequence[str]) -> FloatArray:
-        """Unit-norm vectors in the table's space: ``(len(texts), dim)`` for a list, ``(dim,)`` for one str."""
+        """Unit-norm vectors in the model's space: ``(len(texts), dim)`` for a list, ``(dim,)`` for one str."""
         single = isinstance(texts, str)
-        vectors = np.asarray(self.encoder.embed([texts] if single else list(texts)), dtype=np.float32)
-        if vectors.ndim != 2 or vectors.shape[1] != self.projection.shape[0]:
-            raise ModelError(
-                f"encoder {self.encoder!r} gives vectors of shape {vectors.shape[1:]}, the projection maps "
-                f"{self.projection.shape[0]} dimensions. Fix: use the model the table was distilled from "
-                f"({self.table.config.get('tokenizer_model', 'all-MiniLM-L6-v2')})"
-            )
-        mapped = vectors @ self.projection
-        norms = np.linalg.norm(mapped, axis=1, keepdims=True)
-        out: FloatArray = np.divide(mapped, norms, out=np.zeros_like(mapped), where=norms > 0)
-        return out[0] if single else out
+        mapped = self.map(np.asarray(self.table.embed([texts] if single else list(texts)), dtype=np.float32))
+        return mapped[0] if single else mapped
 
     __call__ = embed
+
+    def map(self, vectors: npt.ArrayLike) -> FloatArray:
+        """The table's vectors ``(n, table dim)`` (already embedded, any norm)
+        mapped into the model's space, L2-normalised; a zero vector stays zero."""
+        table_vectors = np.asarray(vectors, dtype=np.float32)
+        if table_vectors.ndim != 2 or table_vectors.shape[1] != self.projection.shape[0]:
+            raise InvalidTypeError(
+                f"vectors: shape {table_vectors.shape}, the projection maps (n, {self.projection.shape[0]}). "
+                f"Fix: pass the table's own embeddings ({self.table!r}.embed(texts))"
+            )
+        mapped = table_vectors @ self.projection
+        norms = np.linalg.norm(mapped, axis=1, keepdims=True)
+        out: FloatArray = np.divide(mapped, norms, out=np.zeros_like(mapped), where=norms > 0)
+        return out
+
+
+class SharedEncoder:
+    """The process's shared MiniLM as an embedder (`shared_encoder`), looked
+    up on each call so that a forked worker loads its own."""
+
+    model_id = "all-MiniLM-L6-v2"
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        """The model's unit-norm vectors of `texts` (their first `QUESTION_TOKENS` tokens)."""
+        vectors: FloatArray = np.asarray(shared_encoder().embed(list(texts)), dtype=np.float32)
+        return vectors
+
+    def __repr__(self) -> str:
+        return "SharedEncoder()"
 
 
 def shared_encoder() -> Any:

@@ -12,10 +12,10 @@ A static model directory holds:
 
 - ``table.npy``: float16 ``(vocab, dim)``;
 - ``weights.npy``: float32 ``(vocab,)``, each token's weight in the mean;
-- ``query_projection.npy`` (optional; a table fitted to texts has one):
-  float32 ``(model dim, dim)``, the map from the source model's text
-  embeddings to the table's, so a question the model embeds can be set
-  beside the table's messages (`ctxfold.embed.ProjectedEmbedder`);
+- ``model_projection.npy`` (optional; a table fitted to texts has one):
+  float32 ``(dim, model dim)``, the map from the table's text embeddings to
+  the source model's, so the table's messages can be set beside a question
+  the model embeds (`ctxfold.embed.ProjectedEmbedder`);
 - ``config.json``: the format and the tokenizer the table belongs to;
 - ``tokenizer.json`` (optional): else the tokenizer of the model named in
   ``config.json`` (``all-MiniLM-L6-v2``) is located like `Embedder` does;
@@ -63,7 +63,7 @@ DEFAULT_STATIC_MODEL = "minilm-static"
 STATIC_FORMAT = "ctxfold-static-1"
 TABLE_FILE = "table.npy"
 WEIGHTS_FILE = "weights.npy"
-PROJECTION_FILE = "query_projection.npy"
+PROJECTION_FILE = "model_projection.npy"
 CONFIG_FILE = "config.json"
 TOKENIZER_FILE = "tokenizer.json"
 
@@ -74,8 +74,8 @@ STATIC_MODEL_SPEC = ModelSpec(
     files=(
         ModelFile(TABLE_FILE, "25aa8c52802ba993993933e180fecf9491db0b853f498a1f37192aa4a7d5414b", 15_627_392),
         ModelFile(WEIGHTS_FILE, "7c1c1ca76d962edda0a9e8530d27f8f161e8bc7124cf2c64c20277328bacba92", 122_216),
-        ModelFile(PROJECTION_FILE, "342b2a5bed4e5feb21b3f331473ea1ac5f5e89e762e1d88b4c5d28623f3a1156", 393_344),
-        ModelFile(CONFIG_FILE, "6aff3a714409f1f41f21326df16b42eb37fcf9c995de278f534cd000c432627f", 1_205),
+        ModelFile(PROJECTION_FILE, "edffc099e713821f28d96419040de449c1ff5b25a2f01d4426a5e56c6dec5ead", 393_344),
+        ModelFile(CONFIG_FILE, "e723e388a1e0578f001c5a9d7f9cead6243542acc1c8ce12584c1df355e049a1", 1_205),
     ),
     licence="Apache-2.0",
     source=("distilled from all-MiniLM-L6-v2 (models/all-MiniLM-L6-v2/model.onnx) and fitted to its embeddings of "
@@ -154,17 +154,17 @@ class StaticEmbedder:
                 "Fix: use the tokenizer the table was built with, or rebuild the table for this tokenizer "
                 "(the recipe is in the README beside the shipped table)."
             ) from e
-        self.query_projection: FloatArray | None = None
-        """The map from the source model's text embeddings to this table's
-        (``(model dim, dim)``), or None for a table without one."""
+        self.model_projection: FloatArray | None = None
+        """The map from this table's text embeddings to the source model's
+        (``(dim, model dim)``), or None for a table without one."""
         if spec is not None or (self.path / PROJECTION_FILE).is_file():
             projection = _load_array(verified_path(self.path, PROJECTION_FILE, spec)[0], np.float32, 2)
-            if projection.shape[1] != table.shape[1]:
+            if projection.shape[0] != table.shape[1]:
                 raise ModelError(
-                    f"{self.path / PROJECTION_FILE} maps to {projection.shape[1]} dimensions, the table has "
+                    f"{self.path / PROJECTION_FILE} maps from {projection.shape[0]} dimensions, the table has "
                     f"{table.shape[1]}. Fix: rebuild both with scripts/build_static_table.py, or remove the projection."
                 )
-            self.query_projection = projection
+            self.model_projection = projection
 
     @property
     def dim(self) -> int:

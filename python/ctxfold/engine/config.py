@@ -60,9 +60,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     replies to (its value lifted, the knapsack solved again)."""
     embed_query: bool = True
     """With the default embedder (the static MiniLM table), the question is
-    also embedded by MiniLM itself and mapped into the table's space
-    (`ctxfold.embed.ProjectedEmbedder`): a second view of it, read in
-    context, set beside the table's own (the larger score counts). One short
+    also embedded by MiniLM itself, and the messages' table vectors are
+    mapped into MiniLM's space (`ctxfold.embed.ProjectedEmbedder`): a second
+    view of it, read in context, set beside the table's own (the larger
+    score counts). One short
     text per question: the model loads on the first call (once per process)
     and then adds milliseconds. False: the table alone, no model run."""
     rerank: int = 0

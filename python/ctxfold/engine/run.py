@@ -28,8 +28,10 @@ class RunContext(msgspec.Struct, frozen=True, kw_only=True):
     reranker: Any = None
     """What re-scores the first stage's short list (`config.rerank`), or None."""
     query_embedder: Any = None
-    """The question's second view in the embedder's space
-    (`ContextEngine.query_embedder`), or None."""
+    """The question's second view, MiniLM's (`ContextEngine.query_embedder`), or None."""
+    projected_embedder: Any = None
+    """The embedder's vectors mapped into `query_embedder`'s space
+    (`ContextEngine.projected_embedder`), or None."""
     budget: int
     """The token limit of the whole context, reply priming included."""
     query: str
