@@ -63,9 +63,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     also embedded by MiniLM itself, and the messages' table vectors are
     mapped into MiniLM's space (`ctxfold.embed.ProjectedEmbedder`): a second
     view of it, read in context, set beside the table's own (the larger
-    score counts). One short
-    text per question: the model loads on the first call (once per process)
-    and then adds milliseconds. False: the table alone, no model run."""
+    score counts). One short text per question: the model loads on the
+    first call (once per process) and then adds milliseconds. False: the
+    table alone, no model run."""
     rerank: int = 0
     """Two-stage ranking: the N messages the fast first stage (BM25 and the
     static table) ranks best are scored again with MiniLM (`ctxfold.Embedder`,

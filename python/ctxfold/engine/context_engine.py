@@ -79,9 +79,9 @@ class ContextEngine:
     `embedder=` is the dense half of the semantic layer (default: the static
     MiniLM table, with the question also read by MiniLM, `query_embedder`,
     and the table's vectors mapped into its space, `projected_embedder`;
-    None for BM25 alone); `reranker=`
-    re-scores the first stage's short list when `config.rerank` is on (default: the shipped
-    MiniLM, `ctxfold.Embedder`); `store=` (a `ctxfold.memory` store,
+    None for BM25 alone); `reranker=` re-scores the first stage's short
+    list when `config.rerank` is on (default: the shipped MiniLM,
+    `ctxfold.Embedder`); `store=` (a `ctxfold.memory` store,
     e.g. `SqliteStore("agent.db")`) keeps summaries and embeddings across
     processes, so a restarted agent does not recompute them, and keeps the
     originals of removed messages, so `restore` and `recall` work in a later
