@@ -189,3 +189,10 @@ def test_bad_arguments() -> None:
         models.locate_model(models_dir=3)  # type: ignore[arg-type]
     with pytest.raises(ctxfold.InvalidTypeError, match="name"):
         models.locate_model("")
+
+
+def test_an_onnx_session_does_not_spin_between_runs(no_env: None) -> None:
+    pytest.importorskip("onnxruntime", reason="sessions need onnxruntime")
+    session = models.onnx_session(models.locate_model("all-MiniLM-L6-v2") / "model.onnx", None)
+    # The engine runs numpy right after the question's run: spinning threads would slow it.
+    assert session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"

@@ -251,6 +251,8 @@ def onnx_session(path: Path, threads: int | None) -> Any:
     options = ort.SessionOptions()
     options.inter_op_num_threads = 1
     options.log_severity_level = 3  # errors only: warnings about unused initializers are noise to users
+    # Idle threads would spin after each run and slow the numpy work that follows it in the same call.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if threads is not None:
         options.intra_op_num_threads = threads
     try:
