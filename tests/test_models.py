@@ -196,3 +196,7 @@ def test_an_onnx_session_does_not_spin_between_runs(no_env: None) -> None:
     session = models.onnx_session(models.locate_model("all-MiniLM-L6-v2") / "model.onnx", None)
     # The engine runs numpy right after the question's run: spinning threads would slow it.
     assert session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    # A decoder runs once per token: its threads keep spinning between the steps.
+    decoder = models.onnx_session(models.locate_model("all-MiniLM-L6-v2") / "model.onnx", None, spin=True)
+    with pytest.raises(RuntimeError, match="does not have configuration"):
+        decoder.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")

@@ -243,16 +243,18 @@ def _as_path(value: object, argument: str) -> Path:
     return Path(value)
 
 
-def onnx_session(path: Path, threads: int | None) -> Any:
+def onnx_session(path: Path, threads: int | None, *, spin: bool = False) -> Any:
     """An onnxruntime CPU session for a model file, with a `ModelError`
-    naming the file when onnxruntime cannot load it."""
+    naming the file when onnxruntime cannot load it. `spin`: idle threads
+    spin after a run, for many small runs back to back (a decoder's steps)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.inter_op_num_threads = 1
     options.log_severity_level = 3  # errors only: warnings about unused initializers are noise to users
-    # Idle threads would spin after each run and slow the numpy work that follows it in the same call.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if not spin:
+        # Idle threads would spin after each run and slow the numpy work that follows it in the same call.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if threads is not None:
         options.intra_op_num_threads = threads
     try:

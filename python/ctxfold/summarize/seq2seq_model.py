@@ -445,4 +445,4 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def _session(model_dir: Path, name: str, threads: int | None) -> Any:
     path, _ = verified_path(model_dir, name, None)
-    return onnx_session(path, threads)
+    return onnx_session(path, threads, spin=True)
