@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ctxfold import InvalidTypeError, ModelError, StaticEmbedder
-from ctxfold.embed.projected import ProjectedEmbedder, SharedEncoder, shared_encoder
+from ctxfold.embed.projected import ModelView, ProjectedEmbedder, SharedEncoder, shared_encoder
 
 TEXTS = [
     "I like to play a lot of different games but I dont have that much time.",
@@ -51,11 +51,14 @@ def test_the_question_read_in_context_finds_what_the_token_mean_misses(table: St
             "My mom is visiting this weekend, so I'm cleaning the apartment.",
             "The new phone update drained my battery all day."]
     projected, model = ProjectedEmbedder(table), SharedEncoder()
+    view = ModelView(model, projected)
     for question, answer in (("When did he get sick?", "Got a bit of an itchy throat"),
                              ("What health problems did he have?", "Nah it gave me food poisoning lol")):
         vectors = table.embed([answer, *chat])
         assert (vectors @ table.embed(question)).argmax() != 0
-        assert (projected.map(vectors) @ model.embed([question])[0]).argmax() == 0
+        cosines = view.cosines(question, vectors)
+        assert cosines.argmax() == 0
+        np.testing.assert_allclose(cosines, projected.map(vectors) @ model.embed([question])[0], atol=1e-6)
 
 
 def test_one_model_serves_every_engine_of_the_process() -> None:

@@ -408,13 +408,13 @@ def test_the_default_engine_also_reads_the_question_with_minilm():
     from ctxfold.embed.projected import ProjectedEmbedder, SharedEncoder
 
     engine = ContextEngine(encoding="cl100k_base")
-    assert isinstance(engine.query_embedder.embedder, SharedEncoder)
-    assert isinstance(engine.projected_embedder, ProjectedEmbedder)
+    assert isinstance(engine.model_view.question_embedder.embedder, SharedEncoder)
+    assert isinstance(engine.model_view.projected, ProjectedEmbedder)
     for other in (ContextEngine(encoding="cl100k_base", config=EngineConfig(embed_query=False)),
                   ContextEngine(encoding="cl100k_base", embedder=None),
                   # Another embedder's space is not the table's: no second view.
                   ContextEngine(encoding="cl100k_base", embedder=StaticEmbedder())):
-        assert other.query_embedder is None and other.projected_embedder is None
+        assert other.model_view is None
     messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": c} for i, c in enumerate(SICK)]
     # Neither "sick" nor any word of it is in the answer: the table alone keeps other messages.
     kept = [m["content"] for m in engine.optimize(messages, query="When did he get sick?", budget=50).messages]

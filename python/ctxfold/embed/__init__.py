@@ -1,8 +1,9 @@
 """Sentence embedders: anything with ``embed(list[str]) -> (n, dim)`` unit
 rows. `onnx.Embedder` runs all-MiniLM-L6-v2 with onnxruntime; `static.StaticEmbedder`
 is its distilled token table (no model run, the engine's default);
-`projected.ProjectedEmbedder` maps the table's vectors into MiniLM's space
-(set beside a question MiniLM read: the engine's second view of it)."""
+`projected.ProjectedEmbedder` maps the table's vectors into MiniLM's space,
+and `projected.ModelView` sets them beside a question MiniLM read (the
+engine's second view of it)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ _LAZY = {
     "EmbeddingCache": "ctxfold.embed.onnx",
     "MemoryEmbeddingCache": "ctxfold.embed.onnx",
     "StaticEmbedder": "ctxfold.embed.static",
+    "ModelView": "ctxfold.embed.projected",
     "ProjectedEmbedder": "ctxfold.embed.projected",
     "SharedEncoder": "ctxfold.embed.projected",
 }
@@ -27,5 +29,9 @@ if TYPE_CHECKING:
         EmbeddingCache as EmbeddingCache,
         MemoryEmbeddingCache as MemoryEmbeddingCache,
     )
-    from ctxfold.embed.projected import ProjectedEmbedder as ProjectedEmbedder, SharedEncoder as SharedEncoder
+    from ctxfold.embed.projected import (
+        ModelView as ModelView,
+        ProjectedEmbedder as ProjectedEmbedder,
+        SharedEncoder as SharedEncoder,
+    )
     from ctxfold.embed.static import StaticEmbedder as StaticEmbedder

@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from ctxfold.errors import InvalidTypeError, ModelError
 
-__all__ = ["ProjectedEmbedder", "SharedEncoder", "shared_encoder"]
+__all__ = ["ModelView", "ProjectedEmbedder", "SharedEncoder", "shared_encoder"]
 
 FloatArray = npt.NDArray[np.float32]
 
@@ -81,6 +81,26 @@ class ProjectedEmbedder:
         mapped = table_vectors @ self.projection
         norms = np.linalg.norm(mapped, axis=1, keepdims=True)
         out: FloatArray = np.divide(mapped, norms, out=np.zeros_like(mapped), where=norms > 0)
+        return out
+
+
+class ModelView:
+    """A question read by the model (`question_embedder`, e.g. a cached
+    `SharedEncoder`) set beside the messages' table vectors mapped into the
+    model's space (`projected`): the second dense view of the semantic layer."""
+
+    def __init__(self, question_embedder: Any, projected: ProjectedEmbedder) -> None:
+        self.question_embedder = question_embedder
+        self.projected = projected
+
+    def __repr__(self) -> str:
+        return f"ModelView(question_embedder={self.question_embedder!r}, projected={self.projected!r})"
+
+    def cosines(self, question: str, table_vectors: npt.ArrayLike) -> FloatArray:
+        """The cosine of each message (its table vector, ``(n, table dim)``)
+        with the model's embedding of `question`, in the model's space."""
+        read = np.asarray(self.question_embedder.embed([question]), dtype=np.float32)[0]
+        out: FloatArray = self.projected.map(table_vectors) @ read
         return out
 
 

@@ -321,7 +321,7 @@ class EngineCache:
         self.rerank_embeddings: Lru[str, np.ndarray] = Lru(sizeof=_embedding_bytes, pool=pool)
         """The reranker's vectors, by text (apart from the embedder's: another model)."""
         self.query_embeddings: Lru[str, np.ndarray] = Lru(sizeof=_embedding_bytes, pool=pool)
-        """The questions' second vectors (`ContextEngine.query_embedder`), by text."""
+        """The questions' second vectors (`ContextEngine.model_view`), by text."""
         self.summaries: Lru[tuple[str, int], str] = Lru(sizeof=_summary_bytes, pool=pool)
         self.token_counts: Lru[str, int] = Lru(sizeof=_text_int_bytes, pool=pool)
         self.terms: Lru[str, tuple[dict[str, int], int]] = Lru(sizeof=_terms_bytes, pool=pool)

@@ -77,8 +77,8 @@ class ContextEngine:
     sentences only, names, numbers and dates kept verbatim; `HeadTailSummarizer`
     is the model-free cut);
     `embedder=` is the dense half of the semantic layer (default: the static
-    MiniLM table, with the question also read by MiniLM, `query_embedder`,
-    and the table's vectors mapped into its space, `projected_embedder`;
+    MiniLM table, with the question also read by MiniLM and the table's
+    vectors mapped into its space, `model_view`;
     None for BM25 alone); `reranker=` re-scores the first stage's short
     list when `config.rerank` is on (default: the shipped MiniLM,
     `ctxfold.Embedder`); `store=` (a `ctxfold.memory` store,
@@ -129,8 +129,7 @@ class ContextEngine:
                                    "with embed(list[str]) -> (n, d) array (e.g. ctxfold.Embedder()) or 'minilm'")
         self._reranker_spec = reranker
         self._reranker: Any = None
-        self._query_embedder: Any = None
-        self._projected_embedder: Any = None
+        self._model_view: Any = None
         self.store = store
         self.scope = scope
         self.cache = EngineCache(check_bytes(cache_bytes, "cache_bytes"), caches=caches, scope=scope)
@@ -336,29 +335,20 @@ class ContextEngine:
         return self._reranker
 
     @property
-    def query_embedder(self) -> Any:
+    def model_view(self) -> Any:
         """The question's second view (`config.embed_query`, default embedder
-        only): MiniLM's embedding of it (`ctxfold.embed.SharedEncoder`, the
-        model shared by the process's engines), cached by text; None otherwise."""
-        if self._query_embedder is None and self.projected_embedder is not None:
-            from ctxfold.embed.projected import SharedEncoder
+        only), a `ctxfold.embed.ModelView`: MiniLM's embedding of the question
+        (`ctxfold.embed.SharedEncoder`, the model shared by the process's
+        engines, cached by text) beside the static table's vectors mapped
+        into MiniLM's space; None otherwise."""
+        if (self._model_view is None and self.config.embed_query and self._embedder_spec == "static"
+                and self.embedder.embedder.model_projection is not None):
+            from ctxfold.embed.projected import ModelView, ProjectedEmbedder, SharedEncoder
 
             encoder = SharedEncoder()
-            self._query_embedder = CachingEmbedder(encoder, self.cache.query_embeddings, encoder.model_id)
-        return self._query_embedder
-
-    @property
-    def projected_embedder(self) -> Any:
-        """What sets the messages beside `query_embedder`'s question: the
-        static table's vectors mapped into MiniLM's space
-        (`ctxfold.embed.ProjectedEmbedder`); None when the question has no
-        second view."""
-        if (self._projected_embedder is None and self.config.embed_query and self._embedder_spec == "static"
-                and self.embedder.embedder.model_projection is not None):
-            from ctxfold.embed.projected import ProjectedEmbedder
-
-            self._projected_embedder = ProjectedEmbedder(self.embedder.embedder)
-        return self._projected_embedder
+            self._model_view = ModelView(CachingEmbedder(encoder, self.cache.query_embeddings, encoder.model_id),
+                                         ProjectedEmbedder(self.embedder.embedder))
+        return self._model_view
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -371,8 +361,7 @@ class ContextEngine:
         message's time) and who the chat is between are found here, once."""
         return RunContext(
             tokenizer=self.tokenizer, config=self.config, cache=self.cache, summarizer=self.summarizer,
-            embedder=self.embedder, reranker=self.reranker, query_embedder=self.query_embedder,
-            projected_embedder=self.projected_embedder, budget=budget,
+            embedder=self.embedder, reranker=self.reranker, model_view=self.model_view, budget=budget,
             query=query, question_is_current=question_is_current, protect_recent=protect_recent,
             now=now or latest_time(items), people=people_in_chat(items),
         )

@@ -27,11 +27,9 @@ class RunContext(msgspec.Struct, frozen=True, kw_only=True):
     """The dense half of the semantic layer (anything with `embed`), or None for BM25 alone."""
     reranker: Any = None
     """What re-scores the first stage's short list (`config.rerank`), or None."""
-    query_embedder: Any = None
-    """The question's second view, MiniLM's (`ContextEngine.query_embedder`), or None."""
-    projected_embedder: Any = None
-    """The embedder's vectors mapped into `query_embedder`'s space
-    (`ContextEngine.projected_embedder`), or None."""
+    model_view: Any = None
+    """The question's second view, MiniLM's, beside the embedder's vectors
+    mapped into its space (`ContextEngine.model_view`), or None."""
     budget: int
     """The token limit of the whole context, reply priming included."""
     query: str

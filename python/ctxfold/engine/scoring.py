@@ -144,7 +144,7 @@ def score_items(items: Sequence[Item], run: RunContext) -> tuple[np.ndarray, dic
     people = run.people
     layers = {
         "semantic": semantic_layer(texts, query, run.embedder, cache, reranker=run.reranker, shortlist=run.config.rerank,
-                                   query_embedder=run.query_embedder, projected_embedder=run.projected_embedder),
+                                   model_view=run.model_view),
         "entity": entity_layer(texts, query),
         "recency": recency_layer(items, half_life_turns, query, run.now),
         "intent": intent_layer(items, query, people),
@@ -183,7 +183,7 @@ def bm25_scores(terms: Sequence[tuple[dict[str, int], int]], query: str, k1: flo
 
 def semantic_layer(
     texts: list[str], query: str, embedder: Any = None, cache: EngineCache | None = None, *,
-    reranker: Any = None, shortlist: int = 0, query_embedder: Any = None, projected_embedder: Any = None,
+    reranker: Any = None, shortlist: int = 0, model_view: Any = None,
 ) -> np.ndarray:
     """BM25 of `topic_of(query)`, fused with embedding cosine when an
     embedder is given: the larger of the two scores, each standardised over
@@ -196,9 +196,9 @@ def semantic_layer(
     (For plain top-10 retrieval the sum ranks better; the planner, which
     keeps many short turns, gains from the maximum: docs/benchmarks.md.)
 
-    A `query_embedder` (MiniLM) with a `projected_embedder` (the embedder's
-    vectors mapped into MiniLM's space) gives the question a second dense
-    score beside the embedder's own, and again the larger counts: the model
+    A `model_view` (`ctxfold.embed.ModelView`: the question read by MiniLM,
+    the embedder's vectors mapped into MiniLM's space) gives the question a
+    second dense score beside the embedder's own, and again the larger counts: the model
     reads the question's words in context ("hobbies" near "I play a lot of
     games"), which a table of token vectors cannot, while the messages stay
     embedded by the fast table.
@@ -219,10 +219,8 @@ def semantic_layer(
         if dense_on:
             vectors = np.asarray(embedder.embed([query, *texts]), dtype=np.float32)
             dense = _standardised((vectors[1:] @ vectors[0]).astype(np.float64))
-            if query_embedder is not None and projected_embedder is not None:
-                read = np.asarray(query_embedder.embed([query]), dtype=np.float32)[0]
-                mapped = projected_embedder.map(vectors[1:])
-                dense = np.maximum(dense, _standardised((mapped @ read).astype(np.float64)))
+            if model_view is not None:
+                dense = np.maximum(dense, _standardised(model_view.cosines(query, vectors[1:]).astype(np.float64)))
         scores = np.maximum(lexical, dense)
         if rerank_on:
             scores = rerank(texts, query, scores, dense, reranker, shortlist)
