@@ -261,6 +261,10 @@ def _annotation_bytes(key: tuple[str, Any], value: str) -> int:
     return _getsizeof(key) + _getsizeof(key[0]) + _getsizeof(key[1]) + _getsizeof(value) + ENTRY_OVERHEAD
 
 
+def _names_bytes(key: str, value: tuple[str, ...]) -> int:
+    return _getsizeof(key) + _getsizeof(value) + sum(map(_getsizeof, value)) + ENTRY_OVERHEAD
+
+
 def _structure_bytes(key: tuple[str, str | None, str], value: float) -> int:
     return _getsizeof(key) + _getsizeof(key[2]) + _INT + ENTRY_OVERHEAD
 
@@ -332,6 +336,8 @@ class EngineCache:
         """Date-annotated text by (text, the anchor's date); "" for a text with nothing to annotate."""
         self.arc_facts: Lru[str, Any] = Lru(sizeof=_arc_facts_bytes, pool=pool)
         """What the conversation arc reads from each text (`ctxfold.arc.MessageFacts`)."""
+        self.addressed: Lru[str, tuple[str, ...]] = Lru(sizeof=_names_bytes, pool=pool)
+        """The names each text says to someone ("Thanks, Kate!"), by text (`ctxfold.engine.people`)."""
         self.caches = caches
         self._scoped: dict[str, Any] = {} if scope is None else {"scope": scope}
 
@@ -403,3 +409,6 @@ class EngineCache:
         self.token_counts.clear()
         self.terms.clear()
         self.structure.clear()
+        self.annotations.clear()
+        self.arc_facts.clear()
+        self.addressed.clear()

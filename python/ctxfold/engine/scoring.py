@@ -15,7 +15,8 @@
 - intent: whether the message's role fits what the query asks about (the
   user's own statements for "I/my" questions, the assistant's for "you said",
   "remind me", "our previous conversation"); in a chat between two people,
-  whether its speaker is a person the query names;
+  whether its speaker is a person the query names (by any name the chat
+  calls them, or spelled another way: `ctxfold.engine.people`);
 - structure: role, questions, code, errors, decisions and action items (none
   in a chat between two people);
 - cross_reference: a message answered or referred to by a relevant message is
@@ -37,6 +38,7 @@ import numpy as np
 from ctxfold._core import Bm25, decay_weights
 from ctxfold.engine.cache import EngineCache
 from ctxfold.engine.messages import said_on
+from ctxfold.engine.people import with_speakers_named
 from ctxfold.text.entities import extract_entities
 from ctxfold.text.temporal import asked_days
 from ctxfold.engine.results import LAYER_NAMES, STATE_KINDS, Item
@@ -142,6 +144,8 @@ def score_items(items: Sequence[Item], run: RunContext) -> tuple[np.ndarray, dic
     query, cache, half_life_turns = run.query, run.cache, run.config.half_life_turns
     texts = [it.text for it in items]
     people = run.people
+    if people is not None:
+        query = with_speakers_named(query, items, people, cache)
     layers = {
         "semantic": semantic_layer(texts, query, run.embedder, cache, reranker=run.reranker, shortlist=run.config.rerank,
                                    model_view=run.model_view),

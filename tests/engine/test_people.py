@@ -1,0 +1,96 @@
+"""The names two people in a chat go by: what one calls the other, and a
+question's other spelling of a speaker's name."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxfold import ContextEngine
+from ctxfold.engine.cache import EngineCache
+from ctxfold.engine.messages import parse_messages, people_in_chat
+from ctxfold.engine.people import names_called, with_speakers_named
+from ctxfold.tokens import get_tokenizer
+
+TOK = get_tokenizer(encoding="cl100k_base")
+
+# Elise calls Emi "Kate"; both speak of Miami, which ends sentences too.
+CHAT = [
+    ("Emi", "Hi! I just got back from Miami."),
+    ("elise", "Hey Kate! How was it?"),
+    ("Emi", "Great, the beach was lovely."),
+    ("elise", "Those photos look amazing Kate!"),
+    ("elise", "I love making paella on weekends, it's my favourite thing to cook."),
+    ("Emi", "I love making lasagna on Sundays, it's my favourite thing to cook."),
+    ("elise", "What are your plans for today Kate?"),
+    ("Emi", "Reading, and a walk later. My friend Mike lives in Miami."),
+    ("elise", "Sounds lovely, Kate."),
+    ("elise", "I was in Miami last year, it was so hot in Miami."),
+    ("elise", "Talk tomorrow Kate."),
+    ("Emi", "Bye!"),
+]
+
+
+def chat_items(chat=CHAT):
+    messages = [{"role": "user" if who == "Emi" else "assistant", "content": f"{who}: {text}"} for who, text in chat]
+    items = parse_messages(messages, TOK)
+    people = people_in_chat(items)
+    assert people == ("Emi", "elise")
+    return messages, items, people
+
+
+def test_what_one_person_calls_the_other_is_found_and_a_place_is_not():
+    _, items, people = chat_items()
+    called = names_called(items, people, EngineCache())
+    assert called == {"Emi": frozenset({"kate"}), "elise": frozenset()}
+    # Said fewer times than an address needs, it is not taken for a name.
+    _, fewer, _ = chat_items([c for c in CHAT if "Kate" not in c[1]] + [("elise", "Hey Kate!")])
+    assert names_called(fewer, people, EngineCache())["Emi"] == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ("What does Kate love making?", "What does Emi love making?"),
+        ("What did Elise say about Kate's trip?", "What did Elise say about Emi's trip?"),
+        # Another spelling of a speaker's name, never used in the chat.
+        ("Where did Emmi go?", "Where did Emi go?"),
+        ("Does Elisa like paella?", "Does elise like paella?"),
+        # A name the chat uses is someone else; a stop word is no one's name.
+        ("Where does Mike live?", "Where does Mike live?"),
+        ("Will Emi cook?", "Will Emi cook?"),
+        ("When was Miami hot?", "When was Miami hot?"),
+    ],
+)
+def test_a_question_names_each_speaker_by_the_speakers_own_name(query, named):
+    _, items, people = chat_items()
+    assert with_speakers_named(query, items, people, EngineCache()) == named
+
+
+def test_a_muhammad_is_a_muhhamed_and_an_aqib_an_akib():
+    chat = [("Akib", "I drove to work for an hour today."), ("Muhhamed", "My commute takes forty minutes.")] * 3
+    messages = [{"role": "user" if who == "Akib" else "assistant", "content": f"{who}: {text}"} for who, text in chat]
+    items = parse_messages(messages, TOK)
+    people = people_in_chat(items)
+    for query, named in (("How long is Muhammad's commute?", "How long is Muhhamed's commute?"),
+                         ("How long does Mohamed drive?", "How long does Muhhamed drive?"),
+                         ("When did Aqib drive to work?", "When did Akib drive to work?")):
+        assert with_speakers_named(query, items, people, EngineCache()) == named
+
+
+def test_the_engine_keeps_what_the_person_a_question_calls_by_another_name_said(monkeypatch):
+    messages, _, _ = chat_items()
+    query = "What does Kate love making?"
+
+    def kept_and_scores():
+        result = ContextEngine(encoding="cl100k_base", embedder=None).optimize(messages, query=query, budget=40)
+        scores = {m["content"].split()[4]: it.score for m, it in zip(messages, result.items) if "love making" in m["content"]}
+        return [m["content"] for m in result.messages], scores
+
+    kept, scores = kept_and_scores()
+    assert any("lasagna" in text for text in kept) and not any("paella" in text for text in kept)
+    assert scores["lasagna"] > scores["paella"]
+    # Without the names, "Kate" is found only in what elise says: her cooking is kept.
+    monkeypatch.setattr("ctxfold.engine.scoring.with_speakers_named", lambda query, *_: query)
+    kept, scores = kept_and_scores()
+    assert any("paella" in text for text in kept) and not any("lasagna" in text for text in kept)
+    assert scores["lasagna"] <= scores["paella"]
