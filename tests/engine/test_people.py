@@ -3,12 +3,17 @@ question's other spelling of a speaker's name."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from ctxfold import ContextEngine
 from ctxfold.engine.cache import EngineCache
+from ctxfold.engine.config import EngineConfig
 from ctxfold.engine.messages import parse_messages, people_in_chat
-from ctxfold.engine.people import names_called, with_speakers_named
+from ctxfold.engine.people import names_called, with_speakers_named, without_speakers
+from ctxfold.engine.run import RunContext
+from ctxfold.engine.scoring import score_items
+from ctxfold.summarize.head_tail import HeadTailSummarizer
 from ctxfold.tokens import get_tokenizer
 
 TOK = get_tokenizer(encoding="cl100k_base")
@@ -94,3 +99,39 @@ def test_the_engine_keeps_what_the_person_a_question_calls_by_another_name_said(
     kept, scores = kept_and_scores()
     assert any("paella" in text for text in kept) and not any("lasagna" in text for text in kept)
     assert scores["lasagna"] <= scores["paella"]
+
+
+@pytest.mark.parametrize(
+    ("query", "left"),
+    [
+        ("What are Emi's hobbies?", "What are hobbies?"),
+        ("What does Fahim Khan’s brother do?", "What does brother do?"),
+        ("Which cities have both Emi and Elise been to?", "Which cities have both and been to?"),
+        # Nothing but a name: the question stays whole.
+        ("Emi?", "Emi?"),
+    ],
+)
+def test_without_speakers_leaves_what_is_asked(query, left):
+    assert without_speakers(query, ("Emi", "elise") if "Fahim" not in query else ("Fahim Khan", "Akib")) == left
+
+
+class Recorder:
+    """An embedder that remembers what it read."""
+
+    def __init__(self) -> None:
+        self.read: list[str] = []
+
+    def embed(self, texts):
+        self.read.extend(texts)
+        return np.eye(len(texts), 8, dtype=np.float32)
+
+
+def test_the_dense_view_reads_what_is_asked_and_the_intent_layer_who():
+    _, items, people = chat_items()
+    recorder = Recorder()
+    run = RunContext(tokenizer=TOK, config=EngineConfig(), cache=EngineCache(), summarizer=HeadTailSummarizer(tokenizer=TOK),
+                     embedder=recorder, budget=100, query="What does Kate love making?", people=people)
+    _, layers = score_items(items, run)
+    assert recorder.read[0] == "What does love making?"
+    # The question's person, found by the name elise calls her, is the intent layer's.
+    assert layers["intent"].tolist() == [1.0 if who == "Emi" else 0.5 for who, _ in CHAT]

@@ -5,7 +5,8 @@ calls them something else ("Thanks, Kate!"), and a question may use either, or
 spell it another way ("Muhammad" for "Muhhamed", "Aqib" for "Akib").
 `with_speakers_named` puts the speaker's own name in place of those, so the
 layers that look for a person (intent, entity, BM25) find that person's
-messages.
+messages; `without_speakers` is the question without them, what the dense
+view reads.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from ctxfold._core import Bm25
 from ctxfold.engine.cache import EngineCache
 from ctxfold.engine.results import Item
 
-__all__ = ["names_called", "with_speakers_named"]
+__all__ = ["names_called", "with_speakers_named", "without_speakers"]
 
 # A name said to someone ends a sentence or clause after other words ("Those
 # look amazing Kate!", "Thank you, Kate."); so do places ("back from Miami.").
 _ADDRESSED = re.compile(r"(?<=[\w,])\s+([A-Z][a-z]+)(?=\s*(?:[!?.,]|$))")
 _NAME = re.compile(r"\b[A-Z][a-z]+\b")
+_WORD = re.compile(r"\b(\w+)(?:['’]s)?\b")
 # A word said this often at the end of a sentence, and mostly there, by one
 # person, and seldom by the other, is what the one calls the other: a place
 # is said elsewhere in the sentence too, and by both.
@@ -99,6 +101,14 @@ def with_speakers_named(query: str, items: Sequence[Item], people: tuple[str, st
         return name
 
     return _NAME.sub(speaker_named, query)
+
+
+def without_speakers(query: str, people: tuple[str, str]) -> str:
+    """`query` without the two `people`'s names (and their "'s"): what it
+    asks about them; `query` itself when nothing else is left."""
+    own = _words_of(people[0]) | _words_of(people[1])
+    rest = " ".join(_WORD.sub(lambda m: "" if m.group(1).lower() in own else m.group(0), query).split())
+    return rest if re.search(r"\w", rest) else query
 
 
 def _words_of(name: str) -> set[str]:

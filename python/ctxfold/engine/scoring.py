@@ -38,7 +38,7 @@ import numpy as np
 from ctxfold._core import Bm25, decay_weights
 from ctxfold.engine.cache import EngineCache
 from ctxfold.engine.messages import said_on
-from ctxfold.engine.people import with_speakers_named
+from ctxfold.engine.people import with_speakers_named, without_speakers
 from ctxfold.text.entities import extract_entities
 from ctxfold.text.temporal import asked_days
 from ctxfold.engine.results import LAYER_NAMES, STATE_KINDS, Item
@@ -144,11 +144,14 @@ def score_items(items: Sequence[Item], run: RunContext) -> tuple[np.ndarray, dic
     query, cache, half_life_turns = run.query, run.cache, run.config.half_life_turns
     texts = [it.text for it in items]
     people = run.people
+    dense_query = None
     if people is not None:
         query = with_speakers_named(query, items, people, cache)
+        # Who is asked about is the intent layer's to find; the dense view reads what is asked.
+        dense_query = without_speakers(query, people)
     layers = {
         "semantic": semantic_layer(texts, query, run.embedder, cache, reranker=run.reranker, shortlist=run.config.rerank,
-                                   model_view=run.model_view),
+                                   model_view=run.model_view, dense_query=dense_query),
         "entity": entity_layer(texts, query),
         "recency": recency_layer(items, half_life_turns, query, run.now),
         "intent": intent_layer(items, query, people),
@@ -187,7 +190,7 @@ def bm25_scores(terms: Sequence[tuple[dict[str, int], int]], query: str, k1: flo
 
 def semantic_layer(
     texts: list[str], query: str, embedder: Any = None, cache: EngineCache | None = None, *,
-    reranker: Any = None, shortlist: int = 0, model_view: Any = None,
+    reranker: Any = None, shortlist: int = 0, model_view: Any = None, dense_query: str | None = None,
 ) -> np.ndarray:
     """BM25 of `topic_of(query)`, fused with embedding cosine when an
     embedder is given: the larger of the two scores, each standardised over
@@ -202,17 +205,20 @@ def semantic_layer(
 
     A `model_view` (`ctxfold.embed.ModelView`: the question read by MiniLM,
     the embedder's vectors mapped into MiniLM's space) gives the question a
-    second dense score beside the embedder's own, and again the larger counts: the model
-    reads the question's words in context ("hobbies" near "I play a lot of
-    games"), which a table of token vectors cannot, while the messages stay
-    embedded by the fast table.
+    second dense score beside the embedder's own, and again the larger
+    counts: the model reads the question's words in context ("hobbies" near
+    "I play a lot of games"), which a table of token vectors cannot, while
+    the messages stay embedded by the fast table.
 
     With a `reranker` (a stronger, slower embedder) and `shortlist` > 0, the
     `shortlist` best messages of that first stage are scored again (`rerank`):
-    a third signal, and again either one suffices."""
+    a third signal, and again either one suffices.
+
+    `dense_query`, when given, is what the embedders read in place of
+    `query` (BM25 still reads `query`)."""
     if not texts or not query:
         return np.zeros(len(texts))
-    query = topic_of(query)
+    query, dense_query = topic_of(query), topic_of(dense_query or query)
     cache = cache if cache is not None else EngineCache()
     scores = bm25_scores(cache.terms_of(texts, Bm25.tokenize), query)
     dense_on = embedder is not None and len(texts) > 1
@@ -221,13 +227,13 @@ def semantic_layer(
         lexical = _standardised(scores)
         dense = np.full(len(texts), -np.inf)
         if dense_on:
-            vectors = np.asarray(embedder.embed([query, *texts]), dtype=np.float32)
+            vectors = np.asarray(embedder.embed([dense_query, *texts]), dtype=np.float32)
             dense = _standardised((vectors[1:] @ vectors[0]).astype(np.float64))
             if model_view is not None:
-                dense = np.maximum(dense, _standardised(model_view.cosines(query, vectors[1:]).astype(np.float64)))
+                dense = np.maximum(dense, _standardised(model_view.cosines(dense_query, vectors[1:]).astype(np.float64)))
         scores = np.maximum(lexical, dense)
         if rerank_on:
-            scores = rerank(texts, query, scores, dense, reranker, shortlist)
+            scores = rerank(texts, dense_query, scores, dense, reranker, shortlist)
         scores = np.clip(scores, 0, None)
     best = scores.max()
     return scores / best if best > 0 else scores
