@@ -10,7 +10,7 @@ from ctxfold import ContextEngine
 from ctxfold.engine.cache import EngineCache
 from ctxfold.engine.config import EngineConfig
 from ctxfold.engine.messages import parse_messages, people_in_chat
-from ctxfold.engine.people import names_called, with_speakers_named, without_speakers
+from ctxfold.engine.people import names_called, what_is_said, with_speakers_named, without_speakers
 from ctxfold.engine.run import RunContext
 from ctxfold.engine.scoring import score_items
 from ctxfold.summarize.head_tail import HeadTailSummarizer
@@ -126,12 +126,19 @@ class Recorder:
         return np.eye(len(texts), 8, dtype=np.float32)
 
 
-def test_the_dense_view_reads_what_is_asked_and_the_intent_layer_who():
+def test_the_dense_view_reads_what_is_asked_and_said_and_the_intent_layer_who():
     _, items, people = chat_items()
     recorder = Recorder()
     run = RunContext(tokenizer=TOK, config=EngineConfig(), cache=EngineCache(), summarizer=HeadTailSummarizer(tokenizer=TOK),
                      embedder=recorder, budget=100, query="What does Kate love making?", people=people)
     _, layers = score_items(items, run)
     assert recorder.read[0] == "What does love making?"
+    assert recorder.read[1:] == [text for _, text in CHAT]
     # The question's person, found by the name elise calls her, is the intent layer's.
     assert layers["intent"].tolist() == [1.0 if who == "Emi" else 0.5 for who, _ in CHAT]
+
+
+def test_what_is_said_is_a_message_without_its_speakers_name():
+    items = parse_messages([{"role": "user", "content": "  Kate Lee: Hi there"}, {"role": "assistant", "content": "Ben: hey"},
+                            {"role": "user", "name": "Kate Lee", "content": "Kate Lee's turn: no opening"}], TOK)
+    assert [what_is_said(it) for it in items] == ["Hi there", "hey", "Kate Lee's turn: no opening"]

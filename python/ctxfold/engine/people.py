@@ -5,8 +5,8 @@ calls them something else ("Thanks, Kate!"), and a question may use either, or
 spell it another way ("Muhammad" for "Muhhamed", "Aqib" for "Akib").
 `with_speakers_named` puts the speaker's own name in place of those, so the
 layers that look for a person (intent, entity, BM25) find that person's
-messages; `without_speakers` is the question without them, what the dense
-view reads.
+messages; `without_speakers` (the question without them) and `what_is_said`
+(a message without its speaker's name) are what the dense view reads.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ctxfold._core import Bm25
 from ctxfold.engine.cache import EngineCache
 from ctxfold.engine.results import Item
 
-__all__ = ["names_called", "with_speakers_named", "without_speakers"]
+__all__ = ["names_called", "what_is_said", "with_speakers_named", "without_speakers"]
 
 # A name said to someone ends a sentence or clause after other words ("Those
 # look amazing Kate!", "Thank you, Kate."); so do places ("back from Miami.").
@@ -109,6 +109,12 @@ def without_speakers(query: str, people: tuple[str, str]) -> str:
     own = _words_of(people[0]) | _words_of(people[1])
     rest = " ".join(_WORD.sub(lambda m: "" if m.group(1).lower() in own else m.group(0), query).split())
     return rest if re.search(r"\w", rest) else query
+
+
+def what_is_said(item: Item) -> str:
+    """The message's text without the speaker's name opening it ("Emi: ")."""
+    head, speaker = item.text.lstrip(), item.speaker
+    return head[len(speaker) + 1:].lstrip() if speaker and head.startswith(speaker + ":") else item.text
 
 
 def _words_of(name: str) -> set[str]:

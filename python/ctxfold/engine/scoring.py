@@ -38,7 +38,7 @@ import numpy as np
 from ctxfold._core import Bm25, decay_weights
 from ctxfold.engine.cache import EngineCache
 from ctxfold.engine.messages import said_on
-from ctxfold.engine.people import with_speakers_named, without_speakers
+from ctxfold.engine.people import what_is_said, with_speakers_named, without_speakers
 from ctxfold.text.entities import extract_entities
 from ctxfold.text.temporal import asked_days
 from ctxfold.engine.results import LAYER_NAMES, STATE_KINDS, Item
@@ -144,14 +144,15 @@ def score_items(items: Sequence[Item], run: RunContext) -> tuple[np.ndarray, dic
     query, cache, half_life_turns = run.query, run.cache, run.config.half_life_turns
     texts = [it.text for it in items]
     people = run.people
-    dense_query = None
+    dense_query = dense_texts = None
     if people is not None:
         query = with_speakers_named(query, items, people, cache)
-        # Who is asked about is the intent layer's to find; the dense view reads what is asked.
-        dense_query = without_speakers(query, people)
+        # Who asks and who is asked about are the intent layer's to find; the
+        # dense view reads what is asked and what is said.
+        dense_query, dense_texts = without_speakers(query, people), [what_is_said(it) for it in items]
     layers = {
         "semantic": semantic_layer(texts, query, run.embedder, cache, reranker=run.reranker, shortlist=run.config.rerank,
-                                   model_view=run.model_view, dense_query=dense_query),
+                                   model_view=run.model_view, dense_query=dense_query, dense_texts=dense_texts),
         "entity": entity_layer(texts, query),
         "recency": recency_layer(items, half_life_turns, query, run.now),
         "intent": intent_layer(items, query, people),
@@ -191,6 +192,7 @@ def bm25_scores(terms: Sequence[tuple[dict[str, int], int]], query: str, k1: flo
 def semantic_layer(
     texts: list[str], query: str, embedder: Any = None, cache: EngineCache | None = None, *,
     reranker: Any = None, shortlist: int = 0, model_view: Any = None, dense_query: str | None = None,
+    dense_texts: list[str] | None = None,
 ) -> np.ndarray:
     """BM25 of `topic_of(query)`, fused with embedding cosine when an
     embedder is given: the larger of the two scores, each standardised over
@@ -214,11 +216,12 @@ def semantic_layer(
     `shortlist` best messages of that first stage are scored again (`rerank`):
     a third signal, and again either one suffices.
 
-    `dense_query`, when given, is what the embedders read in place of
-    `query` (BM25 still reads `query`)."""
+    `dense_query` and `dense_texts`, when given, are what the embedders read
+    in place of `query` and `texts` (BM25 still reads those)."""
     if not texts or not query:
         return np.zeros(len(texts))
     query, dense_query = topic_of(query), topic_of(dense_query or query)
+    dense_texts = texts if dense_texts is None else dense_texts
     cache = cache if cache is not None else EngineCache()
     scores = bm25_scores(cache.terms_of(texts, Bm25.tokenize), query)
     dense_on = embedder is not None and len(texts) > 1
@@ -227,13 +230,13 @@ def semantic_layer(
         lexical = _standardised(scores)
         dense = np.full(len(texts), -np.inf)
         if dense_on:
-            vectors = np.asarray(embedder.embed([dense_query, *texts]), dtype=np.float32)
+            vectors = np.asarray(embedder.embed([dense_query, *dense_texts]), dtype=np.float32)
             dense = _standardised((vectors[1:] @ vectors[0]).astype(np.float64))
             if model_view is not None:
                 dense = np.maximum(dense, _standardised(model_view.cosines(dense_query, vectors[1:]).astype(np.float64)))
         scores = np.maximum(lexical, dense)
         if rerank_on:
-            scores = rerank(texts, dense_query, scores, dense, reranker, shortlist)
+            scores = rerank(dense_texts, dense_query, scores, dense, reranker, shortlist)
         scores = np.clip(scores, 0, None)
     best = scores.max()
     return scores / best if best > 0 else scores
