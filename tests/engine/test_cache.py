@@ -224,3 +224,20 @@ def test_embeddings_come_from_memory_then_the_store_then_the_embedder() -> None:
     assert second.embed(["abc", "abcd"]).tolist() == [[3.0, 1.0], [4.0, 1.0]]
     assert embedder.calls == [["ab", "abc"], ["abcd"]]  # "abc" came from the store
     assert CachingEmbedder(embedder, EngineCache().embeddings).embed([]).shape == (0, 0)
+
+
+def test_clear_empties_every_table() -> None:
+    from ctxfold import ContextEngine, EngineConfig
+
+    engine = ContextEngine(encoding="cl100k_base", config=EngineConfig(conversation_arc=True))
+    # A dated chat between two people fills the date-note, arc and address tables too.
+    messages = [{"role": "user" if i % 2 == 0 else "assistant",
+                 "content": f"{'Ana' if i % 2 == 0 else 'Ben'}: Day {i} was fine, thanks Ben. See you tomorrow, Ana.",
+                 "timestamp": f"2024-03-{i + 1:02d}T10:00:00"} for i in range(12)]
+    engine.optimize(messages, query="What did Ana do?", budget=120)
+    cache = engine.cache
+    tables = [value for value in vars(cache).values() if isinstance(value, Lru)]
+    assert {id(t) for t in tables} >= {id(cache.annotations), id(cache.arc_facts), id(cache.addressed)}
+    assert all(len(t) for t in (cache.annotations, cache.arc_facts, cache.addressed, cache.terms))
+    cache.clear()
+    assert all(len(t) == 0 for t in tables) and cache.nbytes == 0
