@@ -401,14 +401,7 @@ class EngineCache:
             self.caches.put_summary(*key, text, **self._scoped)
 
     def clear(self) -> None:
-        self.costs.clear()
-        self.embeddings.clear()
-        self.rerank_embeddings.clear()
-        self.query_embeddings.clear()
-        self.summaries.clear()
-        self.token_counts.clear()
-        self.terms.clear()
-        self.structure.clear()
-        self.annotations.clear()
-        self.arc_facts.clear()
-        self.addressed.clear()
+        """Empty every table (a table added later is found, not listed here)."""
+        for table in vars(self).values():
+            if isinstance(table, Lru):
+                table.clear()
