@@ -15,7 +15,7 @@ import sys
 
 import ctxfold
 
-EXPECTED = "af2c687c6c348a7d9a88c841185cc3bb"
+EXPECTED = "1859b6b087cdf6f1815957afcd316668"
 
 WORDS = (
     "deploy database index migration latency cache invoice customer report budget schedule meeting "
