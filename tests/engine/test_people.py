@@ -134,8 +134,8 @@ def test_the_dense_view_reads_what_is_asked_and_said_and_the_intent_layer_who():
     _, layers = score_items(items, run)
     assert recorder.read[0] == "What does love making?"
     assert recorder.read[1:] == [text for _, text in CHAT]
-    # The question's person, found by the name elise calls her, is the intent layer's.
-    assert layers["intent"].tolist() == [1.0 if who == "Emi" else 0.5 for who, _ in CHAT]
+    # The question's person, found by the name elise calls her, is the intent layer's; the other's messages get none.
+    assert layers["intent"].tolist() == [1.0 if who == "Emi" else 0.0 for who, _ in CHAT]
 
 
 def test_what_is_said_is_a_message_without_its_speakers_name():

@@ -16,7 +16,8 @@
   user's own statements for "I/my" questions, the assistant's for "you said",
   "remind me", "our previous conversation"); in a chat between two people,
   whether its speaker is a person the query names (by any name the chat
-  calls them, or spelled another way: `ctxfold.engine.people`);
+  calls them, or spelled another way: `ctxfold.engine.people`), the other
+  person's messages getting none;
 - structure: role, questions, code, errors, decisions and action items (none
   in a chat between two people);
 - cross_reference: a message answered or referred to by a relevant message is
@@ -331,13 +332,17 @@ def time_layer(items: Sequence[Item], days: Sequence[tuple[dt.date, dt.date]]) -
 
 def intent_layer(items: Sequence[Item], query: str, people: tuple[str, str] | None = None) -> np.ndarray:
     """Whether each message comes from whom the query asks about: between two
-    `people`, the messages of each person the query names; with an
-    assistant, the user's for "I/my" questions, the assistant's for "you
-    said", "remind me" or "our previous conversation"."""
+    `people`, the messages of each person the query names (1), and not the
+    other's (0), or 0.5 for all when it names neither; with an assistant,
+    the user's for "I/my" questions, the assistant's for "you said", "remind
+    me" or "our previous conversation"."""
     if people is not None:
         # A person is named by their whole name or its first word ("Fahim" for "Fahim Khan").
         named = {p for p in people if re.search(r"\b(" + re.escape(p) + "|" + re.escape(p.split()[0]) + r")\b", query, re.I)}
-        return np.array([1.0 if it.speaker in named else 0.5 for it in items])
+        if not named:
+            return np.full(len(items), 0.5)
+        # What a person does, likes or says is in their own words, rarely in the other's.
+        return np.array([1.0 if it.speaker in named else 0.0 for it in items])
     about_user = bool(_FIRST_PERSON.search(query))
     about_assistant = bool(_ABOUT_ASSISTANT.search(query))
     out = np.full(len(items), 0.5)
