@@ -53,9 +53,10 @@ SCORE_POWER = 3.0
 # to this power: a knapsack left alone favours short turns for their size, while
 # a long message often holds the facts; per role, as roles differ in typical length.
 LENGTH_POWER = 0.3
-# In a chat between two people the plan packs by score alone (value in
-# proportion to length), which keeps more evidence there (docs/benchmarks.md).
-PEOPLE_LENGTH_POWER = 1.0
+# In a chat between two people value grows nearly in proportion to length:
+# the plan packs almost by score alone, leaning a little to short turns,
+# which keeps the most evidence there (docs/benchmarks.md).
+PEOPLE_LENGTH_POWER = 0.9
 # A question traded against the history (another query was given) at its
 # minimal head + tail keeps this share of its value.
 SUMMARY_SHARE, MINIMAL_SHARE = 0.35, 0.02
