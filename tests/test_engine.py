@@ -455,6 +455,24 @@ def test_neighbour_expansion_pulls_in_the_question_a_kept_answer_replies_to() ->
     assert status[False]["u5"] == "dropped" and status[True]["u5"] == "kept"
 
 
+
+def test_neighbour_expansion_leaves_a_chat_between_two_people_alone() -> None:
+    from ctxfold.engine.config import DEFAULT_WEIGHTS
+
+    msgs = []
+    for i in range(30):
+        msgs.append({"role": "user", "content": f"Ann: I keep thinking about topic {i} these days, honestly. " * 3,
+                     "id": f"u{i}"})
+        said = "The zebra migration: zebras cross the Mara river. " if i == 5 else f"Filler words {i} about clouds. "
+        msgs.append({"role": "assistant", "content": "Bob: " + said * 6, "id": f"a{i}"})
+    weights = {**DEFAULT_WEIGHTS, "cross_reference": 0.0}
+    engine = ContextEngine(encoding="cl100k_base", config=EngineConfig(expand_neighbours=True, weights=weights))
+    res = engine.optimize(msgs, budget=600, query="zebra migration Mara river")
+    status = {it.id: it.status for it in res.items}
+    assert res.tokens <= 600 and status["a5"] == "kept"
+    # Bob's message is not an answer to Ann's before it: nothing pulls hers in.
+    assert status["u5"] == "dropped"
+
 def _tool_pair(call_id: str, output: str, kind: str = "tool_result", path: str = "") -> list[dict]:
     args = '{"path": "%s"}' % path if path else '{"q": "x"}'
     return [

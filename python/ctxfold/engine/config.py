@@ -58,7 +58,8 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     a deadline; at most a tenth of the budget goes to them."""
     expand_neighbours: bool = True
     """Neighbour expansion: a kept assistant answer pulls in the user turn it
-    replies to (its value lifted, the knapsack solved again)."""
+    replies to (its value lifted, the knapsack solved again). Not in a chat
+    between two people, where the turns are not questions and answers."""
     embed_query: bool = True
     """With the default embedder (the static MiniLM table), the question is
     also embedded by MiniLM itself, and the messages' table vectors are

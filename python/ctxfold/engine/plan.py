@@ -179,7 +179,10 @@ def plan_items(items: Sequence[Item], scores: np.ndarray, run: RunContext, strat
             raise
         held = 0
         choices, info = solve()
-    if run.config.expand_neighbours and pull_in_neighbours(items, rows, choices, values, options.base):
+    # Between two people the second speaker does not answer the first: the
+    # cross-reference layer already lifts both neighbours of a relevant message.
+    if run.config.expand_neighbours and run.people is None and pull_in_neighbours(
+            items, rows, choices, values, options.base):
         choices, info = solve()
     notes: list[str] = []
     unmarked = choices, info
