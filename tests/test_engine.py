@@ -455,7 +455,6 @@ def test_neighbour_expansion_pulls_in_the_question_a_kept_answer_replies_to() ->
     assert status[False]["u5"] == "dropped" and status[True]["u5"] == "kept"
 
 
-
 def test_neighbour_expansion_leaves_a_chat_between_two_people_alone() -> None:
     from ctxfold.engine.config import DEFAULT_WEIGHTS
 
@@ -472,6 +471,7 @@ def test_neighbour_expansion_leaves_a_chat_between_two_people_alone() -> None:
     assert res.tokens <= 600 and status["a5"] == "kept"
     # Bob's message is not an answer to Ann's before it: nothing pulls hers in.
     assert status["u5"] == "dropped"
+
 
 def _tool_pair(call_id: str, output: str, kind: str = "tool_result", path: str = "") -> list[dict]:
     args = '{"path": "%s"}' % path if path else '{"q": "x"}'
