@@ -198,6 +198,8 @@ def test_intent_layer_points_at_the_speaker_the_query_asks_about():
     np.testing.assert_array_equal(mine["intent"], [1.0, 1.0, 0.5])
     _, _, yours = scored(msgs, "Remind me what you suggested for the park")
     np.testing.assert_array_equal(yours["intent"], [1.0, 0.5, 1.0])
+    _, _, advised = scored(msgs, "How did you recommend I plan my walks?")
+    np.testing.assert_array_equal(advised["intent"], [1.0, 0.5, 1.0])
     _, _, neutral = scored(msgs, "weather forecast")
     np.testing.assert_array_equal(neutral["intent"], [1.0, 0.5, 0.5])
 

@@ -62,12 +62,12 @@ _STRUCTURE_CUES = [
     (re.compile(r"\b(todo|next step|action item|remember|deadline|don't forget)\b", re.I), 0.1),
 ]
 _FIRST_PERSON = re.compile(r"\b(i|me|my|mine|i'm|i've|i'd|myself)\b", re.I)
-# Questions about what the assistant said: "you said/mentioned/gave...", and
-# requests to recall the earlier conversation ("remind me what/of...", not
-# "remind me to..."; "our previous conversation", "we discussed"): their
-# answer is in the assistant's turns, not the user's.
+# Questions about what the assistant said: "you said/mentioned/gave...", "did
+# you recommend...", and requests to recall the earlier conversation ("remind
+# me what/of...", not "remind me to..."; "our previous conversation", "we
+# discussed"): their answer is in the assistant's turns, not the user's.
 _ABOUT_ASSISTANT = re.compile(
-    r"\b(you (said|told|recommended|suggested|mentioned|gave|provided|listed|shared|explained|wrote)"
+    r"\b(did you|you (said|told|recommended|suggested|mentioned|gave|provided|listed|shared|explained|wrote)"
     r"|your (answer|suggestion|recommendation|list|advice)"
     r"|remind me (of|what|which|who|whom|where|when|how|why|about|again)"
     r"|our (previous|last|earlier|past) (conversation|chat|discussion)|we (talked|discussed|spoke|chatted))\b",
