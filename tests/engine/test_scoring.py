@@ -125,6 +125,10 @@ def test_asking_who_mentioned_it_does_not_lift_the_messages_that_say_mention():
         ("What did I say about Berlin?", False),
         ("What is my dog called?", False),
         ("When did we move to Berlin", False),
+        ("Have I used Flask in this project?", False),
+        ("Can you list the order in which I brought up these topics?", False),
+        ("What is the order of the trips I took this year?", False),
+        ("What is the order of the arguments to this function?", True),
     ],
 )
 def test_recency_applies_to_the_present_task_not_to_a_past_question(query, applies):
@@ -391,9 +395,11 @@ def test_a_reranker_without_embed_is_refused_naming_the_argument():
         ("When is my Zoom call with the creative director scheduled?", True),
         ("What was the reconciled total of invoice 1042?", True),
         ("Remind me what you suggested for the backups.", True),
+        ("What is the order of the six museums I visited, from earliest to latest?", True),
         # A question about the present task, a request, or a long message that reads on from an earlier answer.
         ("Which ports does the staging server listen on?", False),
         ("Continue the deploy", False),
+        ("What is the order of the arguments to this function?", False),
         ("hmm, what happens if I want to add more tables later on?", False),
         ("Thanks! I think I'll set up my calendar. Can you help me plan the first week and the reviews?", False),
     ],

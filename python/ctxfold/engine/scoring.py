@@ -75,7 +75,8 @@ _ABOUT_ASSISTANT = re.compile(
 )
 # A question ("?", or opening with a question word) asks for facts wherever
 # they are in the history: no recency pull, unless it points at the present
-# or at what was just said ("now", "currently", "this error", "above").
+# or at what was just said ("now", "currently", "this error", "above") and
+# does not recall the conversation ("the order in which I brought up these").
 _QUESTION = re.compile(
     r"\?|^\s*(who|whom|whose|what|when|where|which|why|how|did|do|does|was|were|is|are|has|have|had|can|could)\b",
     re.I,
@@ -87,14 +88,16 @@ _PRESENT = re.compile(
 )
 
 # A question that recalls the conversation itself: what either side said, did
-# or decided before, the order things came up, or a short question, standing
-# alone, about the user's own facts or about something in the past tense
-# ("When is my call?", "What was the total?"). A long message that mentions
-# "as you suggested" is a new request, not a recall.
+# or decided before, the order things came up or happened in ("the order of
+# the trips I took"), or a short question, standing alone, about the user's
+# own facts or about something in the past tense ("When is my call?", "What
+# was the total?"). A long message that mentions "as you suggested" is a new
+# request, not a recall.
 _RECALLS = re.compile(
     r"\b(did|have|had) I\b|\bI (mentioned|said|told|brought up|asked|shared|noted|talked about)\b"
     r"|\bwe (discussed|talked|covered|decided|agreed)\b|\byou (said|told|suggested|recommended|mentioned)\b"
-    r"|\b(remind me|previously|last time|throughout our|in our (previous|earlier|last)|over time|the order in which)\b",
+    r"|\b(remind me|previously|last time|throughout our|in our (previous|earlier|last)|over time|the order in which)\b"
+    r"|\bthe order of\b[^?.!]{0,80}\b(I|we)\b",
     re.I,
 )
 _SHORT_RECALL = re.compile(
@@ -280,7 +283,7 @@ def recency_applies(query: str) -> bool:
     """Whether the recency layer counts for `query`: not for a question about
     the past (the conversation's facts, either person's statements), which
     is answered wherever its evidence is; yes for the current task."""
-    return not _QUESTION.search(query) or bool(_PRESENT.search(query))
+    return not _QUESTION.search(query) or bool(_PRESENT.search(query) and not _RECALLS.search(query))
 
 
 def recalls_the_conversation(query: str) -> bool:
