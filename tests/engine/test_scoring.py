@@ -256,6 +256,8 @@ def test_between_people_intent_follows_the_person_the_query_names():
     assert list(layers["intent"]) == [0.0, 1.0, 0.0, 1.0]
     items, _, layers = scored(PEOPLE, "Did Kate and Emi both like Kyoto?")
     assert list(layers["intent"]) == [1.0] * 4
+    items, _, layers = scored(PEOPLE, "What advice did Emi give Kate about Kyoto?")  # named apart: Kate is the object
+    assert list(layers["intent"]) == [1.0, 0.5, 1.0, 0.5]
     items, _, layers = scored(PEOPLE, "What did I say about Kyoto?")  # names nobody: roles say nothing
     assert list(layers["intent"]) == [0.5] * 4
 

@@ -336,16 +336,28 @@ def time_layer(items: Sequence[Item], days: Sequence[tuple[dt.date, dt.date]]) -
 def intent_layer(items: Sequence[Item], query: str, people: tuple[str, str] | None = None) -> np.ndarray:
     """Whether each message comes from whom the query asks about: between two
     `people`, the messages of each person the query names (1), and not the
-    other's (0), or 0.5 for all when it names neither; with an assistant,
-    the user's for "I/my" questions, the assistant's for "you said", "remind
-    me" or "our previous conversation"."""
+    other's (0), or 0.5 for all when it names neither; of two named apart,
+    the second (the object: "advice Nebraas gave Nicolas") gets 0.5; with
+    an assistant, the user's for "I/my" questions, the assistant's for "you
+    said", "remind me" or "our previous conversation"."""
     if people is not None:
         # A person is named by their whole name or its first word ("Fahim" for "Fahim Khan").
-        named = {p for p in people if re.search(r"\b(" + re.escape(p) + "|" + re.escape(p.split()[0]) + r")\b", query, re.I)}
-        if not named:
+        found = {p: m for p in people
+                 if (m := re.search(r"\b(" + re.escape(p) + "|" + re.escape(p.split()[0]) + r")\b", query, re.I))}
+        if not found:
             return np.full(len(items), 0.5)
+        weight: dict[str | None, float] = dict.fromkeys(found, 1.0)
+        if len(found) == 2:
+            # Named apart ("What advice did Nebraas give to Nicolas?"), the
+            # second is the object: the answer is mostly in the first one's
+            # words. Named together ("Fahim and Muhammad") both are asked about.
+            first, second = sorted(found, key=lambda p: found[p].start())
+            rest = first[len(found[first].group(0)):].strip()
+            between = query[found[first].end():found[second].start()]
+            if not re.fullmatch(r"\s*(" + re.escape(rest) + r")?\s*(['’]s)?\s*(and|&|,)\s*", between, re.I):
+                weight[second] = 0.5
         # What a person does, likes or says is in their own words, rarely in the other's.
-        return np.array([1.0 if it.speaker in named else 0.0 for it in items])
+        return np.array([weight.get(it.speaker, 0.0) for it in items])
     about_user = bool(_FIRST_PERSON.search(query))
     about_assistant = bool(_ABOUT_ASSISTANT.search(query))
     out = np.full(len(items), 0.5)
