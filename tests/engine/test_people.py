@@ -132,10 +132,32 @@ def test_the_dense_view_reads_what_is_asked_and_said_and_the_intent_layer_who():
     run = RunContext(tokenizer=TOK, config=EngineConfig(), cache=EngineCache(), summarizer=HeadTailSummarizer(tokenizer=TOK),
                      embedder=recorder, budget=100, query="What does Kate love making?", people=people)
     _, layers = score_items(items, run)
+    said = [text for _, text in CHAT]
     assert recorder.read[0] == "What does love making?"
-    assert recorder.read[1:] == [text for _, text in CHAT]
+    assert recorder.read[1:len(said) + 1] == said
+    # Each message is read again after the one it follows.
+    assert recorder.read[len(said) + 1:] == [said[0], *(f"{before} {text}" for before, text in zip(said, said[1:]))]
     # The question's person, found by the name elise calls her, is the intent layer's; the other's messages get none.
     assert layers["intent"].tolist() == [1.0 if who == "Emi" else 0.0 for who, _ in CHAT]
+
+
+class DinnerEmbedder:
+    """Vectors by topic: a text about dinner points one way, anything else another."""
+
+    def embed(self, texts):
+        return np.array([[1.0, 0.0] if "dinner" in t.lower() else [0.0, 1.0] for t in texts], dtype=np.float32)
+
+
+def test_a_short_reply_is_read_after_the_message_it_follows():
+    chat = [("Emi", "What are you having for dinner tonight?"), ("elise", "Vegetable soup."),
+            ("Emi", "Nice. I went running by the lake."), ("elise", "The lake is lovely in spring."),
+            ("Emi", "My sister moved to Lisbon."), ("elise", "Lisbon is beautiful.")]
+    _, items, people = chat_items(chat)
+    run = RunContext(tokenizer=TOK, config=EngineConfig(), cache=EngineCache(), summarizer=HeadTailSummarizer(tokenizer=TOK),
+                     embedder=DinnerEmbedder(), budget=100, query="What did elise eat for dinner?", people=people)
+    semantic = score_items(items, run)[1]["semantic"]
+    # "Vegetable soup." shares no word or topic with the question alone; after its question it is about dinner.
+    assert semantic[1] > 0.5 and semantic[1] > semantic[2:].max()
 
 
 def test_what_is_said_is_a_message_without_its_speakers_name():

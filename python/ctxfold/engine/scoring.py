@@ -6,7 +6,8 @@
   Rust index), scaled by the best match;
   fused with embedding cosine when an embedder is configured (a message is
   relevant when either signal is strong: the larger of the two
-  standardised scores); with `EngineConfig.rerank`, the best messages of that
+  standardised scores; between two people each message is also read after
+  the one it follows); with `EngineConfig.rerank`, the best messages of that
   first stage also get the reranker's (MiniLM's) cosine as a third signal;
 - entity: share of the query's entities (names, numbers, dates) the message
   mentions, each weighted by its rarity in the conversation;
@@ -148,15 +149,19 @@ def score_items(items: Sequence[Item], run: RunContext) -> tuple[np.ndarray, dic
     query, cache, half_life_turns = run.query, run.cache, run.config.half_life_turns
     texts = [it.text for it in items]
     people = run.people
-    dense_query = dense_texts = None
+    dense_query = dense_texts = exchanges = None
     if people is not None:
         query = with_speakers_named(query, items, people, cache)
         # Who asks and who is asked about are the intent layer's to find; the
         # dense view reads what is asked and what is said.
         dense_query, dense_texts = without_speakers(query, people), [what_is_said(it) for it in items]
+        # A short reply says little alone ("Vegetable soup"): it is also read
+        # after the message it follows ("What are you having for dinner?").
+        exchanges = [*dense_texts[:1], *(f"{before} {text}" for before, text in zip(dense_texts, dense_texts[1:]))]
     layers = {
         "semantic": semantic_layer(texts, query, run.embedder, cache, reranker=run.reranker, shortlist=run.config.rerank,
-                                   model_view=run.model_view, dense_query=dense_query, dense_texts=dense_texts),
+                                   model_view=run.model_view, dense_query=dense_query, dense_texts=dense_texts,
+                                   dense_exchanges=exchanges),
         "entity": entity_layer(texts, query),
         "recency": recency_layer(items, half_life_turns, query, run.now),
         "intent": intent_layer(items, query, people),
@@ -196,7 +201,7 @@ def bm25_scores(terms: Sequence[tuple[dict[str, int], int]], query: str, k1: flo
 def semantic_layer(
     texts: list[str], query: str, embedder: Any = None, cache: EngineCache | None = None, *,
     reranker: Any = None, shortlist: int = 0, model_view: Any = None, dense_query: str | None = None,
-    dense_texts: list[str] | None = None,
+    dense_texts: list[str] | None = None, dense_exchanges: list[str] | None = None,
 ) -> np.ndarray:
     """BM25 of `topic_of(query)`, fused with embedding cosine when an
     embedder is given: the larger of the two scores, each standardised over
@@ -221,7 +226,10 @@ def semantic_layer(
     a third signal, and again either one suffices.
 
     `dense_query` and `dense_texts`, when given, are what the embedders read
-    in place of `query` and `texts` (BM25 still reads those)."""
+    in place of `query` and `texts` (BM25 still reads those);
+    `dense_exchanges`, when given, a second text per message (the message
+    after the one it follows) that the embedder reads too, the larger dense
+    score counting."""
     if not texts or not query:
         return np.zeros(len(texts))
     query, dense_query = topic_of(query), topic_of(dense_query or query)
@@ -235,15 +243,25 @@ def semantic_layer(
         dense = np.full(len(texts), -np.inf)
         if dense_on:
             vectors = np.asarray(embedder.embed([dense_query, *dense_texts]), dtype=np.float32)
-            dense = _standardised((vectors[1:] @ vectors[0]).astype(np.float64))
-            if model_view is not None:
-                dense = np.maximum(dense, _standardised(model_view.cosines(dense_query, vectors[1:]).astype(np.float64)))
+            dense = _dense_scores(dense_query, vectors[0], vectors[1:], model_view)
+            if dense_exchanges is not None:
+                read_after = np.asarray(embedder.embed(dense_exchanges), dtype=np.float32)
+                dense = np.maximum(dense, _dense_scores(dense_query, vectors[0], read_after, model_view))
         scores = np.maximum(lexical, dense)
         if rerank_on:
             scores = rerank(dense_texts, dense_query, scores, dense, reranker, shortlist)
         scores = np.clip(scores, 0, None)
     best = scores.max()
     return scores / best if best > 0 else scores
+
+
+def _dense_scores(query: str, query_vector: np.ndarray, vectors: np.ndarray, model_view: Any) -> np.ndarray:
+    """The embedder's cosines of `vectors` with the query's, standardised, or
+    the `model_view`'s where that is larger."""
+    dense = _standardised((vectors @ query_vector).astype(np.float64))
+    if model_view is not None:
+        dense = np.maximum(dense, _standardised(model_view.cosines(query, vectors).astype(np.float64)))
+    return dense
 
 
 def rerank(texts: list[str], query: str, first: np.ndarray, dense: np.ndarray, reranker: Any, shortlist: int) -> np.ndarray:
