@@ -15,7 +15,7 @@ from ctxfold.engine.config import DEFAULT_WEIGHTS, EngineConfig
 from ctxfold.engine.messages import parse_messages, people_in_chat
 from ctxfold.engine.results import LAYER_NAMES
 from ctxfold.engine.run import RunContext
-from ctxfold.engine.scoring import recalls_the_conversation, recency_applies, score_items, topic_of
+from ctxfold.engine.scoring import clauses_of, recalls_the_conversation, recency_applies, score_items, topic_of
 from ctxfold.summarize.head_tail import HeadTailSummarizer
 from ctxfold.tokens import get_tokenizer
 
@@ -87,6 +87,52 @@ def test_semantic_layer_best_match_scores_one_and_unrelated_zero():
 )
 def test_topic_of_leaves_out_the_words_that_frame_a_question(query, topic):
     assert topic_of(query) == topic
+
+
+@pytest.mark.parametrize(
+    "topic, clauses",
+    [
+        ("how my tracker has progressed, including the key features, security enhancements, and documentation efforts?",
+         ["how my tracker has progressed", "the key features", "security enhancements", "documentation efforts"]),
+        ("I was looking back at our chess game, what move did you make after Kg2?",
+         ["I was looking back at our chess game", "what move did you make after Kg2"]),
+        # One word is not a clause; one clause is the question itself.
+        ("What did I cook, again?", []),
+        ("What are Paola's hobbies?", []),
+    ],
+)
+def test_clauses_of_splits_a_question_of_several_parts(topic, clauses):
+    assert clauses_of(topic) == clauses
+
+
+class AspectEmbedder:
+    """Vectors by concept: security (audits), documentation (docs), anything else."""
+
+    def embed(self, texts):
+        def vector(text):
+            words = set(text.lower().replace(".", " ").split())
+            return [float(bool(words & {"security", "audit"})), float(bool(words & {"documentation", "docs"})), 0.1]
+        vectors = np.array([vector(t) for t in texts], dtype=np.float32)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def test_each_clause_of_a_question_is_also_read_alone():
+    chat = [
+        {"role": "user", "content": "We ran a login audit today."},
+        {"role": "assistant", "content": "The docs pages are done."},
+        {"role": "user", "content": "Audit and docs both finished."},
+        {"role": "assistant", "content": "Lunch was nice."},
+        {"role": "user", "content": "The weather is cold."},
+    ]
+    items = parse_messages(chat, TOK)
+    run = RunContext(tokenizer=TOK, config=EngineConfig(), cache=EngineCache(), summarizer=HeadTailSummarizer(tokenizer=TOK),
+                     embedder=AspectEmbedder(), budget=100,
+                     query="What came of the security checks, and of the documentation work?")
+    semantic = score_items(items, run)[1]["semantic"]
+    # Read whole, the question is about both at once and a message about one of
+    # them scores half as high as the one about both; read by its clauses, each is found.
+    assert semantic[2] == 1.0 and semantic[0] > 0.9 and semantic[1] > 0.9
+    assert semantic[3] == semantic[4] == 0
 
 
 def test_framing_words_rare_in_the_chat_do_not_outweigh_the_topic():

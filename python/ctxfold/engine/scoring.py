@@ -7,8 +7,9 @@
   fused with embedding cosine when an embedder is configured (a message is
   relevant when either signal is strong: the larger of the two
   standardised scores; between two people each message is also read after
-  the one it follows); with `EngineConfig.rerank`, the best messages of that
-  first stage also get the reranker's (MiniLM's) cosine as a third signal;
+  the one it follows; each clause of a long question is also read alone);
+  with `EngineConfig.rerank`, the best messages of that first stage also get
+  the reranker's (MiniLM's) cosine as a third signal;
 - entity: share of the query's entities (names, numbers, dates) the message
   mentions, each weighted by its rarity in the conversation;
 - recency: core decay weights by turns ago (and importance), for the current
@@ -47,7 +48,8 @@ from ctxfold.engine.results import LAYER_NAMES, STATE_KINDS, Item
 from ctxfold.engine.run import RunContext
 
 __all__ = [
-    "score_items", "recency_applies", "recalls_the_conversation", "topic_of", "rerank", "time_layer", "LAYER_NAMES",
+    "score_items", "recency_applies", "recalls_the_conversation", "topic_of", "clauses_of", "rerank", "time_layer",
+    "LAYER_NAMES",
 ]
 
 # How fast closeness to a day a question names falls off, in days.
@@ -130,6 +132,21 @@ _FRAMING = re.compile(
     r"|\bis it (likely|fair to say|safe to assume)( that)?\b",
     re.I,
 )
+
+
+# A question of several clauses ("how my tracker progressed, the key features,
+# security enhancements and documentation") blurs them in one vector: each
+# clause is also read alone, its matches counting at this share.
+CLAUSE_SHARE = 0.8
+_CLAUSE_BREAK = re.compile(r"\s*,\s*(?:(?:and|including|as well as)\s+)?|\s+(?:including|as well as)\s+", re.I)
+
+
+def clauses_of(topic: str) -> list[str]:
+    """The clauses of `topic` (split at commas, "including", "as well as")
+    that have two words or more, when there are two such or more; else none."""
+    parts = [part.strip(" ?.!") for part in _CLAUSE_BREAK.split(topic)]
+    parts = [part for part in parts if len(re.findall(r"\w+", part)) >= 2]
+    return parts if len(parts) >= 2 else []
 
 
 def topic_of(query: str) -> str:
@@ -229,7 +246,8 @@ def semantic_layer(
     in place of `query` and `texts` (BM25 still reads those);
     `dense_exchanges`, when given, a second text per message (the message
     after the one it follows) that the embedder reads too, the larger dense
-    score counting."""
+    score counting. Each clause of a question of several (`clauses_of`) is
+    also read alone, its dense scores counting at CLAUSE_SHARE."""
     if not texts or not query:
         return np.zeros(len(texts))
     query, dense_query = topic_of(query), topic_of(dense_query or query)
@@ -247,6 +265,11 @@ def semantic_layer(
             if dense_exchanges is not None:
                 read_after = np.asarray(embedder.embed(dense_exchanges), dtype=np.float32)
                 dense = np.maximum(dense, _dense_scores(dense_query, vectors[0], read_after, model_view))
+            clauses = clauses_of(dense_query)
+            if clauses:
+                clause_vectors = np.asarray(embedder.embed(clauses), dtype=np.float32)
+                for clause, vector in zip(clauses, clause_vectors):
+                    dense = np.maximum(dense, CLAUSE_SHARE * _dense_scores(clause, vector, vectors[1:], model_view))
         scores = np.maximum(lexical, dense)
         if rerank_on:
             scores = rerank(dense_texts, dense_query, scores, dense, reranker, shortlist)
