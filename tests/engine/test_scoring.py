@@ -15,7 +15,9 @@ from ctxfold.engine.config import DEFAULT_WEIGHTS, EngineConfig
 from ctxfold.engine.messages import parse_messages, people_in_chat
 from ctxfold.engine.results import LAYER_NAMES
 from ctxfold.engine.run import RunContext
-from ctxfold.engine.scoring import clauses_of, recalls_the_conversation, recency_applies, score_items, topic_of
+from ctxfold.engine.scoring import (
+    TIME_WIDTH_DAYS, clauses_of, recalls_the_conversation, recency_applies, score_items, topic_of,
+)
 from ctxfold.summarize.head_tail import HeadTailSummarizer
 from ctxfold.tokens import get_tokenizer
 
@@ -218,6 +220,36 @@ def test_a_question_that_names_a_past_day_lifts_the_messages_said_near_it():
     # "Last year" says when something happened more than when it was said: no pull either.
     year = msgspec.structs.replace(plain, query="What did I buy last year?", now=dt.datetime(2024, 2, 1))
     np.testing.assert_array_equal(score_items(items, year)[1]["recency"], np.zeros(len(DAYS)))
+
+
+@pytest.mark.parametrize("query", [
+    "What did I buy on 20.05.2023?", "What did I buy on 2023-05-20?", "What did I buy on May 20, 2023?",
+    "What did I buy on 20 May?", "What did I buy on the 20th of May?", "What did I buy on 5/20/2023?",
+])
+def test_a_question_that_names_a_date_lifts_the_messages_said_on_it(query):
+    items = parse_messages(DAYS, TOK)
+    config = EngineConfig()
+    context = RunContext(tokenizer=TOK, config=config, cache=EngineCache(), summarizer=HeadTailSummarizer(tokenizer=TOK),
+                         embedder=None, budget=config.budget, query=query, now=dt.datetime(2023, 5, 30, 12, 0))
+    recency = score_items(items, context)[1]["recency"]
+    assert recency[2] == recency[3] == 1.0
+    assert 0 < recency[0] < recency[4] < 1.0
+
+
+def test_a_message_that_names_the_asked_day_is_lifted_as_one_said_on_it():
+    # Said on the 21st about "yesterday": the 20th, the day the question asks about.
+    told = [*DAYS[:4], {"role": "user", "content": "Yesterday I bought a juicer.", "timestamp": "2023-05-24T09:00:00"}]
+    config = EngineConfig()
+    noted = [msgspec.structs.replace(it, date_note=note) for it, note in zip(
+        parse_messages(told, TOK), ["", "", "", "", "[said 2023-05-24; dates: yesterday = 2023-05-20]"])]
+    context = RunContext(tokenizer=TOK, config=config, cache=EngineCache(), summarizer=HeadTailSummarizer(tokenizer=TOK),
+                         embedder=None, budget=config.budget, query="What did I buy on May 20?",
+                         now=dt.datetime(2023, 5, 30, 12, 0))
+    recency = score_items(noted, context)[1]["recency"]
+    assert recency[4] == 1.0
+    # Without the note it is four days off.
+    plain = score_items(parse_messages(told, TOK), context)[1]["recency"]
+    assert plain[4] == pytest.approx(math.exp(-4 / TIME_WIDTH_DAYS))
 
 
 def test_the_engine_keeps_what_was_said_on_the_day_the_question_names():

@@ -32,6 +32,8 @@ from ctxfold.text.temporal import (
     without_said,
     note_with_said,
     text_without_said,
+    asked_days,
+    named_days,
 )
 
 MON = "2023-05-08T10:00:00Z"  # a Monday
@@ -558,3 +560,37 @@ def test_a_session_says_the_day_only_and_its_prefix_stays_put_as_days_pass() -> 
     # A count from "now" would go stale in the kept prefix: only the day, once per day.
     assert notes == ["[said 2023-06-10; dates: today = 2023-06-10]", "", "[said 2023-06-12; dates: today = 2023-06-12]",
                      "", "[said 2023-06-17; dates: today = 2023-06-17]", "", "[said 2023-06-20]", ""]
+
+
+TODAY = dt.date(2024, 3, 1)
+
+
+@pytest.mark.parametrize("text, days", [
+    ("on 16.01.2024", [("2024-01-16", "2024-01-16")]),
+    ("on 2024-01-16", [("2024-01-16", "2024-01-16")]),
+    ("on 1/16/2024", [("2024-01-16", "2024-01-16")]),
+    ("on 16/1/2024", [("2024-01-16", "2024-01-16")]),  # 16 cannot be a month: day first
+    ("on January 16, 2024", [("2024-01-16", "2024-01-16")]),
+    ("on December 28 2023", [("2023-12-28", "2023-12-28")]),
+    ("on Sept. 3, 2023", [("2023-09-03", "2023-09-03")]),
+    ("on 29 Dec 2023", [("2023-12-29", "2023-12-29")]),
+    ("on the 3rd of March", [("2023-03-03", "2023-03-03")]),  # March 3 of this year is after today
+    ("on January 16th", [("2024-01-16", "2024-01-16")]),
+    ("for April 6-7 and April 8", [("2023-04-06", "2023-04-07"), ("2023-04-08", "2023-04-08")]),
+    ("on May 5", [("2023-05-05", "2023-05-05")]),
+    ("you may 5 times", []),  # the verb
+    ("reading 11/22/63 by Stephen King", []),  # a two-digit year: a title as often as a date
+    ("on February 30, 2024", []),
+    ("in May 2023", []),  # a month is not a day
+    ("nothing here", []),
+])
+def test_named_days_reads_the_dates_people_write(text, days):
+    assert named_days(text, TODAY) == [(dt.date.fromisoformat(a), dt.date.fromisoformat(b)) for a, b in days]
+
+
+def test_asked_days_reads_named_dates_and_leaves_out_those_after_now():
+    assert asked_days("What did I do on 16.01.2024 and 16.05.2024?", "2024-03-01T12:00:00") == [
+        (dt.date(2024, 1, 16), dt.date(2024, 1, 16))]
+    assert asked_days("What did I do 3 days ago and on Feb 1?", "2024-03-01T12:00:00") == [
+        (dt.date(2024, 2, 27), dt.date(2024, 2, 27)), (dt.date(2024, 2, 1), dt.date(2024, 2, 1))]
+    assert asked_days("What did I do on 16.01.2024?", None) == []

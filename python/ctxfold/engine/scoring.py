@@ -360,7 +360,8 @@ def recency_layer(
 
 def time_layer(items: Sequence[Item], days: Sequence[tuple[dt.date, dt.date]]) -> np.ndarray:
     """Each message's closeness to the periods `days` (first, last day): 1
-    when it was said within one, exp(-days off / TIME_WIDTH_DAYS) otherwise
+    when it was said within one, or names a day within one (its date note:
+    "yesterday = 2023-12-28"), exp(-days off / TIME_WIDTH_DAYS) otherwise
     (people say "10 days ago" of what was said 9 or 11 days ago), 0 without
     a timestamp."""
     out = np.zeros(len(items))
@@ -368,10 +369,19 @@ def time_layer(items: Sequence[Item], days: Sequence[tuple[dt.date, dt.date]]) -
         day = said_on(it)
         if day is None:
             continue
-        off = min(0 if first <= day <= last else min(abs((day - first).days), abs((day - last).days))
-                  for first, last in days)
+        spoken = [(day, day), *_noted_days(it.date_note)]
+        off = min(0 if first <= end and start <= last else min(abs((start - last).days), abs((end - first).days))
+                  for first, last in days for start, end in spoken)
         out[i] = math.exp(-off / TIME_WIDTH_DAYS)
     return out
+
+
+_NOTED_DAYS = re.compile(r"= (\d{4}-\d{2}-\d{2})(?: to (\d{4}-\d{2}-\d{2}))?")
+
+
+def _noted_days(note: str) -> list[tuple[dt.date, dt.date]]:
+    """The periods a message's date note resolves its own references to (``[dates: yesterday = 2023-12-28]``)."""
+    return [(dt.date.fromisoformat(a), dt.date.fromisoformat(b or a)) for a, b in _NOTED_DAYS.findall(note)]
 
 
 def intent_layer(items: Sequence[Item], query: str, people: tuple[str, str] | None = None) -> np.ndarray:

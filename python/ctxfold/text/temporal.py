@@ -40,6 +40,11 @@ Rules:
 - "the last week" / "the next month" (past or coming stretches, not calendar
   units) and absolute dates are left alone, and a reference that an absolute
   date already follows ("yesterday (May 7)") is not annotated again.
+
+`asked_days(question, now)` gives the periods a question asks about: its
+relative references and the absolute dates it names (`named_days`:
+"16.01.2024", "2024-01-16", "1/16/2024", "January 16, 2024", "16th of
+January", a date without a year being the latest one on or before `now`).
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ from ctxfold.errors import InvalidInputError, InvalidTypeError
 __all__ = [
     "DateReference", "resolve_dates", "annotate_dates", "date_note", "with_date_note", "anchor_date",
     "strip_date_annotations", "split_date_note", "asks_about_time", "age_phrase", "said_note", "said_day",
-    "without_said", "note_with_said", "text_without_said", "asked_days",
+    "without_said", "note_with_said", "text_without_said", "asked_days", "named_days",
 ]
 
 # Confidence of each kind of resolution: words that name one day exactly,
@@ -211,14 +216,72 @@ def resolve_dates(text: str, anchor: Any) -> list[DateReference]:
 
 def asked_days(question: str, now: Any) -> list[tuple[dt.date, dt.date]]:
     """The periods a question asks about ("What did I buy 10 days ago?",
-    "last Saturday", "last month"), first and last day, resolved against
-    `now`: those that end on or before now's day (a question about the
-    coming weekend asks about no past message); [] without `now`."""
+    "last Saturday", "last month", "on 16.01.2024", "on March 3"), first and
+    last day, resolved against `now`: those that end on or before now's day
+    (a question about the coming weekend asks about no past message); []
+    without `now`."""
     day = anchor_date(now)
     if day is None:
         return []
-    return [(ref.first, ref.last) for ref in resolve_dates(question, now)
-            if ref.first is not None and ref.last is not None and ref.last <= day]
+    relative = [(ref.first, ref.last) for ref in resolve_dates(question, now)
+                if ref.first is not None and ref.last is not None]
+    return [(first, last) for first, last in [*relative, *named_days(question, day)] if last <= day]
+
+
+_MONTH_ABBREVIATIONS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_MONTH_NAME = r"(?P<{}>(?:" + "|".join(_MONTHS) + r"|sept|" + "|".join(_MONTH_ABBREVIATIONS) + r")\.?)"
+_ORDINAL = r"(?:st|nd|rd|th)?"
+_YEAR = r"(?:,?\s+(?P<{}>\d{{4}}))?"
+# Absolute dates as people write them: ISO (2024-01-16), day first with dots
+# (16.01.2024), month first with slashes (1/16/2024, day first when the first
+# number cannot be a month), "January 16(, 2024)", "16(th of) January( 2024)",
+# and a range of days in one month ("April 6-7"). Numeric forms need a
+# four-digit year: "11/22/63" is as often a title as a date.
+_NAMED_DATE = re.compile(
+    r"(?<![\d.\-/])(?P<iso_y>\d{4})-(?P<iso_m>\d{1,2})-(?P<iso_d>\d{1,2})(?![\d\-])"
+    r"|(?<![\d.])(?P<dot_d>\d{1,2})\.(?P<dot_m>\d{1,2})\.(?P<dot_y>\d{4})(?!\d)"
+    r"|(?<![\d/])(?P<sl_a>\d{1,2})/(?P<sl_b>\d{1,2})/(?P<sl_y>\d{4})(?![\d/])"
+    r"|\b" + _MONTH_NAME.format("md_m") + r"\s+(?P<md_d>\d{1,2})" + _ORDINAL
+    + r"(?:\s*[-–]\s*(?P<md_to>\d{1,2})" + _ORDINAL + r")?(?!\d|:)" + _YEAR.format("md_y")
+    + r"|\b(?P<dm_d>\d{1,2})" + _ORDINAL + r"(?:\s*[-–]\s*(?P<dm_to>\d{1,2})" + _ORDINAL + r")?\s+(?:of\s+)?"
+    + _MONTH_NAME.format("dm_m") + r"(?!\w)" + _YEAR.format("dm_y"),
+    re.IGNORECASE,
+)
+
+
+def named_days(text: str, today: dt.date) -> list[tuple[dt.date, dt.date]]:
+    """The absolute dates `text` names (see `_NAMED_DATE`), first and last day
+    each; a date without a year is the latest such day on or before `today`.
+    "May" counts only capitalised (the verb is not a month); impossible
+    dates (February 30) are left out."""
+    out: list[tuple[dt.date, dt.date]] = []
+    for m in _NAMED_DATE.finditer(text):
+        g = m.groupdict()
+        try:
+            if g["iso_y"]:
+                first = last = dt.date(int(g["iso_y"]), int(g["iso_m"]), int(g["iso_d"]))
+            elif g["dot_y"]:
+                first = last = dt.date(int(g["dot_y"]), int(g["dot_m"]), int(g["dot_d"]))
+            elif g["sl_y"]:
+                a, b = int(g["sl_a"]), int(g["sl_b"])
+                month, day = (b, a) if a > 12 else (a, b)
+                first = last = dt.date(int(g["sl_y"]), month, day)
+            else:
+                key = "md" if g["md_m"] else "dm"
+                name = g[f"{key}_m"]
+                if name.lower().rstrip(".") == "may" and not name.startswith("May"):
+                    continue
+                month = _MONTH_ABBREVIATIONS.index(name.lower()[:3]) + 1
+                day, to = int(g[f"{key}_d"]), int(g[f"{key}_to"] or g[f"{key}_d"])
+                year = int(g[f"{key}_y"]) if g[f"{key}_y"] else None
+                if year is None:
+                    year = today.year if (month, day) <= (today.month, today.day) else today.year - 1
+                first, last = dt.date(year, month, day), dt.date(year, month, to)
+        except ValueError:
+            continue
+        if first <= last:
+            out.append((first, last))
+    return out
 
 
 def starts_python(lower: str) -> list[int]:
