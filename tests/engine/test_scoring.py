@@ -367,6 +367,26 @@ def test_between_people_a_reply_is_lifted_by_the_message_it_answers_whoever_spea
     assert plain["cross_reference"][2] < 1.0
 
 
+def test_between_people_a_reply_after_more_lines_of_the_asker_is_lifted_by_the_question():
+    question = [
+        {"role": "user", "content": "Nicolas: The bus was late again."},
+        {"role": "assistant", "content": "Nebraas: What did you cook for dinner tonight?"},
+        {"role": "assistant", "content": "Nebraas: I am starving."},
+        {"role": "assistant", "content": "Nebraas: Work was long."},
+    ]
+    reply = [{"role": "user", "content": "Nicolas: Vegetable soup."}, {"role": "user", "content": "Nicolas: Same here."}]
+    query = "What did Nicolas cook for dinner?"
+    _, _, layers = scored([*question, *reply], query)
+    sem, cross = layers["semantic"], layers["cross_reference"]
+    assert sem[1] == 1.0 and sem[4] < 1.0
+    # Two more lines of the asker come between the question and the reply.
+    assert cross[4] == 1.0 and cross[1] == max(sem[0], sem[2], sem[4])
+    # Three more are beyond REPLY_REACH: the reply answers those lines.
+    more = [*question, {"role": "assistant", "content": "Nebraas: So tired."}, *reply]
+    _, _, layers = scored(more, query)
+    assert layers["cross_reference"][5] < 1.0
+
+
 # -- two-stage ranking: a reranker over the first stage's short list ----------------------
 
 DOCTOR_CHAT = [

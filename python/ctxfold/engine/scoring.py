@@ -445,16 +445,30 @@ def _structure_score(it: Item) -> float:
     return min(value, 1.0)
 
 
+# Between two people, how many messages on a reply may come: the other
+# person's first message among the next three answers a message, after the
+# one or two lines its writer often adds (docs/benchmarks.md).
+REPLY_REACH = 3
+
+
 def cross_reference_layer(items: Sequence[Item], semantic: np.ndarray, between_people: bool = False) -> np.ndarray:
     """For each message, the semantic score of the messages that answer or
     complete it: the next assistant turn for a user turn, the results of a
     tool call, the call of a tool result; `between_people`, the message
     before and the one after, whoever says them ("Vegetable soup" answers
-    "What did you have for dinner?" from either side)."""
+    "What did you have for dinner?" from either side), and the reply: the
+    other person's first message among the next REPLY_REACH, as people
+    often add a line or two before the other answers."""
     out = np.zeros(len(items))
     if between_people and len(items) > 1:
         out[1:] = semantic[:-1]
         out[:-1] = np.maximum(out[:-1], semantic[1:])
+        for i, it in enumerate(items):
+            reply = next((j for j in range(i + 1, min(len(items), i + 1 + REPLY_REACH))
+                          if items[j].speaker != it.speaker), None)
+            if reply is not None:
+                out[reply] = max(out[reply], semantic[i])
+                out[i] = max(out[i], semantic[reply])
     by_call: dict[str, list[int]] = {}
     for i, it in enumerate(items):
         for call_id in it.tool_call_ids:
