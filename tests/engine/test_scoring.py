@@ -32,11 +32,12 @@ CHAT = [
 ]
 
 
-def scored(messages, query, weights=None, half_life=20.0):
-    items = parse_messages(messages, TOK)
+def scored(messages, query, weights=None, half_life=20.0, now=None, items=None):
+    """Items, total scores and layers of `messages` (or of ready-made `items`) for `query`."""
+    items = items if items is not None else parse_messages(messages, TOK)
     config = EngineConfig(weights=dict(weights or DEFAULT_WEIGHTS), half_life_turns=half_life)
     context = RunContext(tokenizer=TOK, config=config, cache=EngineCache(), summarizer=HeadTailSummarizer(tokenizer=TOK),
-                         embedder=None, budget=config.budget, query=query, people=people_in_chat(items))
+                         embedder=None, budget=config.budget, query=query, people=people_in_chat(items), now=now)
     return items, *score_items(items, context)
 
 
@@ -227,11 +228,7 @@ def test_a_question_that_names_a_past_day_lifts_the_messages_said_near_it():
     "What did I buy on 20 May?", "What did I buy on the 20th of May?", "What did I buy on 5/20/2023?",
 ])
 def test_a_question_that_names_a_date_lifts_the_messages_said_on_it(query):
-    items = parse_messages(DAYS, TOK)
-    config = EngineConfig()
-    context = RunContext(tokenizer=TOK, config=config, cache=EngineCache(), summarizer=HeadTailSummarizer(tokenizer=TOK),
-                         embedder=None, budget=config.budget, query=query, now=dt.datetime(2023, 5, 30, 12, 0))
-    recency = score_items(items, context)[1]["recency"]
+    recency = scored(DAYS, query, now=dt.datetime(2023, 5, 30, 12, 0))[2]["recency"]
     assert recency[2] == recency[3] == 1.0
     assert 0 < recency[0] < recency[4] < 1.0
 
@@ -239,16 +236,13 @@ def test_a_question_that_names_a_date_lifts_the_messages_said_on_it(query):
 def test_a_message_that_names_the_asked_day_is_lifted_as_one_said_on_it():
     # Said on the 21st about "yesterday": the 20th, the day the question asks about.
     told = [*DAYS[:4], {"role": "user", "content": "Yesterday I bought a juicer.", "timestamp": "2023-05-24T09:00:00"}]
-    config = EngineConfig()
     noted = [msgspec.structs.replace(it, date_note=note) for it, note in zip(
         parse_messages(told, TOK), ["", "", "", "", "[said 2023-05-24; dates: yesterday = 2023-05-20]"])]
-    context = RunContext(tokenizer=TOK, config=config, cache=EngineCache(), summarizer=HeadTailSummarizer(tokenizer=TOK),
-                         embedder=None, budget=config.budget, query="What did I buy on May 20?",
-                         now=dt.datetime(2023, 5, 30, 12, 0))
-    recency = score_items(noted, context)[1]["recency"]
+    question, now = "What did I buy on May 20?", dt.datetime(2023, 5, 30, 12, 0)
+    recency = scored(told, question, now=now, items=noted)[2]["recency"]
     assert recency[4] == 1.0
     # Without the note it is four days off.
-    plain = score_items(parse_messages(told, TOK), context)[1]["recency"]
+    plain = scored(told, question, now=now)[2]["recency"]
     assert plain[4] == pytest.approx(math.exp(-4 / TIME_WIDTH_DAYS))
 
 

@@ -34,6 +34,7 @@ from ctxfold.text.temporal import (
     text_without_said,
     asked_days,
     named_days,
+    noted_days,
 )
 
 MON = "2023-05-08T10:00:00Z"  # a Monday
@@ -594,3 +595,9 @@ def test_asked_days_reads_named_dates_and_leaves_out_those_after_now():
     assert asked_days("What did I do 3 days ago and on Feb 1?", "2024-03-01T12:00:00") == [
         (dt.date(2024, 2, 27), dt.date(2024, 2, 27)), (dt.date(2024, 2, 1), dt.date(2024, 2, 1))]
     assert asked_days("What did I do on 16.01.2024?", None) == []
+
+
+def test_noted_days_are_the_days_and_periods_a_date_note_names():
+    assert noted_days("[said 2023-05-24; dates: yesterday = 2023-05-23; last week = 2023-05-15 to 2023-05-21]") == [
+        (dt.date(2023, 5, 23), dt.date(2023, 5, 23)), (dt.date(2023, 5, 15), dt.date(2023, 5, 21))]
+    assert noted_days("[said 2023-05-24]") == [] and noted_days("") == []

@@ -43,7 +43,7 @@ from ctxfold.engine.cache import EngineCache
 from ctxfold.engine.messages import said_on
 from ctxfold.engine.people import what_is_said, with_speakers_named, without_speakers
 from ctxfold.text.entities import extract_entities
-from ctxfold.text.temporal import asked_days
+from ctxfold.text.temporal import asked_days, noted_days
 from ctxfold.engine.results import LAYER_NAMES, STATE_KINDS, Item
 from ctxfold.engine.run import RunContext
 
@@ -369,19 +369,11 @@ def time_layer(items: Sequence[Item], days: Sequence[tuple[dt.date, dt.date]]) -
         day = said_on(it)
         if day is None:
             continue
-        spoken = [(day, day), *_noted_days(it.date_note)]
+        spoken = [(day, day), *noted_days(it.date_note)]
         off = min(0 if first <= end and start <= last else min(abs((start - last).days), abs((end - first).days))
                   for first, last in days for start, end in spoken)
         out[i] = math.exp(-off / TIME_WIDTH_DAYS)
     return out
-
-
-_NOTED_DAYS = re.compile(r"= (\d{4}-\d{2}-\d{2})(?: to (\d{4}-\d{2}-\d{2}))?")
-
-
-def _noted_days(note: str) -> list[tuple[dt.date, dt.date]]:
-    """The periods a message's date note resolves its own references to (``[dates: yesterday = 2023-12-28]``)."""
-    return [(dt.date.fromisoformat(a), dt.date.fromisoformat(b or a)) for a, b in _NOTED_DAYS.findall(note)]
 
 
 def intent_layer(items: Sequence[Item], query: str, people: tuple[str, str] | None = None) -> np.ndarray:

@@ -61,6 +61,7 @@ __all__ = [
     "DateReference", "resolve_dates", "annotate_dates", "date_note", "with_date_note", "anchor_date",
     "strip_date_annotations", "split_date_note", "asks_about_time", "age_phrase", "said_note", "said_day",
     "without_said", "note_with_said", "text_without_said", "asked_days", "named_days",
+    "noted_days",
 ]
 
 # Confidence of each kind of resolution: words that name one day exactly,
@@ -514,6 +515,15 @@ def _moment(value: Any, name: str) -> dt.datetime:
             ) from None
         return found if found.tzinfo else found.replace(tzinfo=dt.timezone.utc)
     raise InvalidTypeError(f"{name}: expected a datetime, ISO 8601 str or epoch seconds, got {type(value).__name__}")
+
+
+_NOTED_DAYS = re.compile(r"= (\d{4}-\d{2}-\d{2})(?: to (\d{4}-\d{2}-\d{2}))?")
+
+
+def noted_days(note: str) -> list[tuple[dt.date, dt.date]]:
+    """The periods (first, last day) a message's date note resolves its own
+    references to: ``[dates: yesterday = 2023-12-28]`` gives that one day."""
+    return [(dt.date.fromisoformat(a), dt.date.fromisoformat(b or a)) for a, b in _NOTED_DAYS.findall(note)]
 
 
 def split_date_note(text: str) -> tuple[str, str]:
