@@ -15,13 +15,16 @@ from hypothesis import strategies as st
 
 from ctxfold import BudgetError, ContextEngine, EngineConfig, count_messages, to_anthropic
 from ctxfold.engine.config import STRATEGIES
+from ctxfold.engine.excerpts import EXCERPT_GAP, EXCERPT_MARKER
 
 from agent_checks import current_turn, must_be_present
 from sdk_checks import assert_anthropic, assert_openai
 
-WORDS = "deploy berlin invoice error python flight budget laptop friday meeting 42 2023 status ok".split()
+# "done." ends sentences, so that long messages can be shortened to an excerpt of some of them.
+WORDS = "deploy berlin invoice error python flight budget laptop friday meeting 42 2023 status ok done.".split()
 # A few hundred examples in the test run; `--hypothesis-profile=fuzz` raises it to thousands.
 EXAMPLES = max(settings().max_examples, 150)
+EXCERPTS: list[int] = []
 ENGINES = {s: ContextEngine(encoding="cl100k_base", config=EngineConfig(strategy=s)) for s in STRATEGIES}
 
 
@@ -133,6 +136,13 @@ def check_output(msgs: list[dict], res, budget: int) -> None:
     speaks = any(m["role"] not in ("system", "developer") and (str(m.get("content") or "").strip() or m.get("tool_calls"))
                  for m in res.messages)
     assert_anthropic(*to_anthropic(res.messages), allow_empty=not speaks)
+    excerpts = [c.removeprefix(EXCERPT_MARKER) for c in contents if isinstance(c, str) and c.startswith(EXCERPT_MARKER)]
+    shortened = [r.index for r in res.items if r.reason.startswith("shortened to an excerpt")]
+    assert len(excerpts) == len(shortened)
+    for i, quoted in zip(shortened, excerpts):
+        # An excerpt quotes its own message's sentences, in order.
+        assert all(part in msgs[i]["content"] for part in quoted.split(EXCERPT_GAP))
+    EXCERPTS.extend(shortened)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -449,3 +459,10 @@ def test_anthropic_input_leaves_no_private_key_in_the_output() -> None:
     res = ENGINES["optimal"].optimize(msgs, budget=500)
     assert all(set(m) <= {"role", "content", "name", "tool_calls", "tool_call_id"} for m in res.messages)
     assert_openai(res.messages)
+
+
+def test_excerpts_were_exercised() -> None:
+    # The promises checked in this file cover excerpts only if some outputs held one.
+    if not EXCERPTS:
+        pytest.skip("run with the property tests in this file")
+    assert len(EXCERPTS) >= 20, EXCERPTS

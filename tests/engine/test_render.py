@@ -9,6 +9,7 @@ from ctxfold import count_messages
 from ctxfold.engine.cache import EngineCache
 from ctxfold.engine.compaction import placeholder
 from ctxfold.engine.config import EngineConfig
+from ctxfold.engine.excerpts import EXCERPT_GAP, EXCERPT_MARKER
 from ctxfold.engine.messages import current_turn, parse_messages
 from ctxfold.engine.options import CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_MARKER
 from ctxfold.engine.plan import Plan, gap_marker
@@ -53,11 +54,11 @@ def make_plan(choices, targets=None, cuts=None, gap_markers=False, duplicates=No
                 current=current_turn(items))
 
 
-def run(items, plan, budget=BIG, summarizer=SUMMARIZER, scores=None, **kwargs):
+def run(items, plan, budget=BIG, summarizer=SUMMARIZER, scores=None, query="", **kwargs):
     scores = scores if scores is not None else np.linspace(0.9, 0.1, len(items))
     layers = {"semantic": scores}
     context = RunContext(tokenizer=TOK, config=EngineConfig(), cache=EngineCache(), summarizer=summarizer,
-                         embedder=None, budget=budget, query="")
+                         embedder=None, budget=budget, query=query)
     return render(items, plan, scores, layers, context, **kwargs)
 
 
@@ -173,4 +174,67 @@ def test_a_message_kept_without_its_date_note_is_sent_as_written():
     assert messages[1] == {**items[1].message, "content": "first words only"}
     assert (results[1].status, results[1].reason) == ("kept", "")
     assert results[1].tokens_out == count_messages([messages[1]], tokenizer=TOK) - REPLY_PRIMING
+    assert total == count_messages(messages, tokenizer=TOK)
+
+
+TRIP = (
+    "Here is a plan for your week in Portugal. On Monday, walk the old town and the riverside. "
+    "On Tuesday, take the train to Sintra and see the palaces. For your stay, the Hotel Aurora in Porto "
+    "has a rooftop pool and costs 120 euros a night. On Wednesday, rest. On Thursday, try a cooking class. "
+    "On Friday, fly home from Lisbon in the evening. Pack light, as the weather is mild."
+)
+
+
+def trip(question):
+    return parse_messages([
+        {"role": "user", "content": "Plan a week in Portugal for me."},
+        {"role": "assistant", "content": TRIP},
+        {"role": "user", "content": question},
+    ], TOK)
+
+
+def trip_plan(items, target):
+    return Plan(strategy="optimal", choices=[KEEP, SUMMARY, KEEP], summary_targets={1: target}, values=[0.0] * 3,
+                current=current_turn(items))
+
+
+@pytest.mark.parametrize("target", [30, 45, 70])
+def test_with_a_query_a_summary_is_an_excerpt_of_the_sentences_that_match_it(target):
+    items = trip("Which hotel had the rooftop pool?")
+    messages, total, results = run(items, trip_plan(items, target), query="Which hotel had the rooftop pool?")
+    content = messages[1]["content"]
+    assert content.startswith(EXCERPT_MARKER) and "rooftop pool" in content
+    # Priced as a summary of the same target: the plan's arithmetic holds.
+    assert TOK.count(content) <= TOK.count(SUMMARY_MARKER) + target + SEAM_SLACK
+    assert all(part in TRIP for part in content.removeprefix(EXCERPT_MARKER).split(EXCERPT_GAP))
+    assert results[1].status == "summarized"
+    assert results[1].reason == (f"shortened to an excerpt of at most {target} tokens, the sentences that match the "
+                                 "query first, to make room for higher-value messages")
+    assert total == count_messages(messages, tokenizer=TOK)
+
+
+def test_a_summary_without_a_query_or_a_matching_sentence_is_the_summarizers():
+    items = trip("Which hotel had the rooftop pool?")
+    for query in ("", "How do volcanoes form?"):
+        messages, _, results = run(items, trip_plan(items, 40), query=query)
+        assert messages[1]["content"].startswith(SUMMARY_MARKER)
+        assert results[1].reason == "summarised to at most 40 tokens to make room for higher-value messages"
+
+
+def test_an_excerpt_keeps_the_date_note_of_its_message():
+    from ctxfold.engine.messages import with_date_annotations
+
+    items = with_date_annotations(parse_messages([
+        {"role": "assistant", "content": "Yesterday you said the Hotel Aurora has a rooftop pool. The old town is "
+         "lovely. The trains are slow but scenic. Pack light, as the weather is mild. Try the custard tarts at "
+         "the corner bakery, and book the river cruise early.",
+         "timestamp": "2023-05-08T10:00:00"},
+        {"role": "user", "content": "Which hotel had the rooftop pool?"},
+    ], TOK), TOK)
+    plan = Plan(strategy="optimal", choices=[SUMMARY, KEEP], summary_targets={0: 40}, values=[0.0] * 2,
+                current=current_turn(items))
+    messages, total, _ = run(items, plan, query="Which hotel had the rooftop pool?")
+    content = messages[0]["content"]
+    assert content.startswith(EXCERPT_MARKER) and content.endswith("\n[dates: Yesterday = 2023-05-07]")
+    assert TOK.count(content) <= TOK.count(SUMMARY_MARKER) + 40 + SEAM_SLACK
     assert total == count_messages(messages, tokenizer=TOK)

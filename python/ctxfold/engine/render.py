@@ -3,7 +3,7 @@ left out, and the exact token count of what comes out."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,6 +12,7 @@ from ctxfold._core import Tokenizer
 from ctxfold.summarize.head_tail import head_tail
 from ctxfold.engine.cache import EngineCache, content_hash
 from ctxfold.engine.chunks import Chunk
+from ctxfold.engine.excerpts import EXCERPT_MARKER, excerpt, query_weights
 from ctxfold.errors import CtxFoldError
 from ctxfold.engine.messages import hard_protected
 from ctxfold.engine.options import CLEAR, DROP, KEEP, SEAM_SLACK, SUMMARY, SUMMARY_MARKER
@@ -40,7 +41,7 @@ def render(
     priced it at, so the result fits `run.budget` by construction; `tokens_in`
     are the caller's message sizes (before date notes) for the report."""
     budget, tokenizer, summarizer, cache = run.budget, run.tokenizer, run.summarizer, run.cache
-    contents = _summaries(items, plan, summarizer, cache, tokenizer)
+    contents, excerpted = _summaries(items, plan, summarizer, cache, tokenizer, run.query)
     for i, limit in plan.cuts.items():
         contents[i] = head_tail(str(items[i].message.get("content") or ""), limit, tokenizer)
     for i, text in [*plan.placeholders.items(), *plan.plain.items()]:
@@ -57,7 +58,7 @@ def render(
             "was made for; please report this with the input"
         )
     sizes = list(tokens_in) if tokens_in is not None else [it.tokens for it in items]
-    reasons = _reasons(items, plan, scores, sizes)
+    reasons = _reasons(items, plan, scores, sizes, excerpted)
     results = [
         ItemResult(
             id=it.id, index=it.index, role=it.role, tokens_in=sizes[i],
@@ -72,7 +73,9 @@ def render(
     return messages, total, results
 
 
-def _reasons(items: Sequence[Item], plan: Plan, scores: np.ndarray, sizes: Sequence[int]) -> list[str]:
+def _reasons(
+    items: Sequence[Item], plan: Plan, scores: np.ndarray, sizes: Sequence[int], excerpted: Collection[int] = ()
+) -> list[str]:
     """Why each message is not in the context verbatim ("" when it is), in the caller's sizes."""
     kept = [float(scores[j]) for j, c in enumerate(plan.choices) if c != DROP and not hard_protected(items[j])]
     lowest = min(kept, default=None)
@@ -86,6 +89,9 @@ def _reasons(items: Sequence[Item], plan: Plan, scores: np.ndarray, sizes: Seque
             reason = f"current turn cut to head + tail ({plan.cuts[i]} tokens) to fit the budget"
         elif i in plan.cuts:
             reason = f"tool output cut to head + tail ({plan.cuts[i]} tokens) to make room"
+        elif choice == SUMMARY and i in excerpted:
+            reason = (f"shortened to an excerpt of at most {plan.summary_targets.get(i, 0)} tokens, the sentences "
+                      "that match the query first, to make room for higher-value messages")
         elif choice == SUMMARY:
             reason = f"summarised to at most {plan.summary_targets.get(i, 0)} tokens to make room for higher-value messages"
         elif choice == CLEAR and i in plan.superseded:
@@ -107,30 +113,48 @@ def _reasons(items: Sequence[Item], plan: Plan, scores: np.ndarray, sizes: Seque
 
 
 def _summaries(
-    items: Sequence[Item], plan: Plan, summarizer: Summarizer, cache: EngineCache, tokenizer: Tokenizer
-) -> dict[int, str]:
-    """Summaries of the planned items; a (text, target) pair summarised before is
-    taken from `cache` (keyed by content hash), so a conversation that grows by a
-    turn re-summarises nothing old. Summaries are made without the query for
-    the same reason: the query changes every turn, the old messages do not."""
+    items: Sequence[Item], plan: Plan, summarizer: Summarizer, cache: EngineCache, tokenizer: Tokenizer, query: str
+) -> tuple[dict[int, str], set[int]]:
+    """The shortened texts of the planned items, and which of them are
+    excerpts. With a query, a message whose sentences match it is shortened to
+    an excerpt of them (its own words, picked for this question); any other
+    is summarised, and a (text, target) pair summarised before is taken from
+    `cache` (keyed by content hash), so a conversation that grows by a turn
+    re-summarises nothing old. Summaries are made without the query for the
+    same reason: the query changes every turn, the old messages do not."""
     order = sorted(plan.summary_targets)
     # A message's date note is kept whole after its summary: a summary keeps
     # "yesterday" but not always the line that says which day that was.
     parts = [_with_room_for_note(str(items[i].message.get("content") or ""), plan.summary_targets[i], tokenizer)
              for i in order]
-    found = _cached_summaries([(body, target) for body, _, target in parts], summarizer, cache)
     marker = int(tokenizer.count(SUMMARY_MARKER))
+    # An excerpt is priced as a summary: a longer marker comes out of its text.
+    extra = max(0, int(tokenizer.count(EXCERPT_MARKER)) - marker)
+    weights = query_weights([it.text for it in items], query, cache) if order and query.strip() else {}
     out: dict[int, str] = {}
-    for i, (body, note, target), summary in zip(order, parts, found):
+    excerpted: set[int] = set()
+    for i, (body, note, target) in zip(order, parts):
+        quoted = excerpt(body, weights, target - extra, tokenizer) if weights else None
+        if quoted is None:
+            continue
+        text = _noted(EXCERPT_MARKER + quoted, note, marker + plan.summary_targets[i] + SEAM_SLACK, tokenizer)
+        if text is not None:
+            out[i] = text
+            excerpted.add(i)
+    rest = [(i, part) for i, part in zip(order, parts) if i not in out]
+    found = _cached_summaries([(body, target) for _, (body, _, target) in rest], summarizer, cache)
+    for (i, (body, note, target)), summary in zip(rest, found):
         text = _within(SUMMARY_MARKER, summary, target, tokenizer)
-        if note:
-            noted = f"{text}\n{note}"
-            # The whole must still fit what the plan priced for the message.
-            limit = marker + plan.summary_targets[i] + SEAM_SLACK
-            text = noted if int(tokenizer.count(noted)) <= limit else _within(
-                SUMMARY_MARKER, summary, plan.summary_targets[i], tokenizer)
-        out[i] = text
-    return out
+        limit = marker + plan.summary_targets[i] + SEAM_SLACK
+        # The whole must still fit what the plan priced for the message.
+        out[i] = _noted(text, note, limit, tokenizer) or _within(SUMMARY_MARKER, summary, plan.summary_targets[i], tokenizer)
+    return out, excerpted
+
+
+def _noted(text: str, note: str, limit: int, tokenizer: Tokenizer) -> str | None:
+    """`text` with the date `note` after it, or None when the two exceed `limit` tokens."""
+    whole = f"{text}\n{note}" if note else text
+    return whole if int(tokenizer.count(whole)) <= limit else None
 
 
 def _said_once(items: Sequence[Item], choices: Sequence[int], contents: dict[int, str], tokenizer: Tokenizer) -> None:

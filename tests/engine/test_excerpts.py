@@ -1,0 +1,70 @@
+"""Excerpts: the sentences of a message that match the query, quoted as written."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxfold.engine.cache import EngineCache
+from ctxfold.engine.excerpts import EXCERPT_GAP, excerpt, query_weights
+from ctxfold.tokens import get_tokenizer
+
+TOK = get_tokenizer(encoding="cl100k_base")
+
+REPLY = (
+    "Sure, here is the plan for the week. "
+    "On Monday you could visit the harbour and the old market. "
+    "The Hotel Aurora in Porto costs 120 euros a night and has a rooftop pool. "
+    "Tuesday is best kept free for rest. "
+    "Trains to Lisbon leave every hour from Campanha station."
+)
+CONVERSATION = [REPLY, "I like quiet hotels.", "What about Porto in spring?", "Lisbon trains are fast."]
+
+
+def test_weights_are_the_query_terms_the_conversation_uses_rarer_ones_worth_more() -> None:
+    weights = query_weights(CONVERSATION, "Which hotel in Porto had a rooftop pool?", EngineCache())
+    assert set(weights) == {"hotel", "porto", "rooftop", "pool"}
+    assert weights["rooftop"] > weights["porto"]  # one message names the rooftop, two name Porto
+    assert query_weights(CONVERSATION, "unicorns and dragons", EngineCache()) == {}
+
+
+def test_the_matching_sentence_comes_first_then_others_in_source_order() -> None:
+    weights = query_weights(CONVERSATION, "Which hotel in Porto had a rooftop pool?", EngineCache())
+    hotel = "The Hotel Aurora in Porto costs 120 euros a night and has a rooftop pool."
+    tight = excerpt(REPLY, weights, TOK.count(hotel), TOK)
+    assert tight == hotel
+    roomier = excerpt(REPLY, weights, TOK.count(hotel) + 16, TOK)
+    # The first sentence fits beside it and is quoted before it, as in the source.
+    assert roomier == f"Sure, here is the plan for the week.{EXCERPT_GAP}{hotel}"
+    adjacent = excerpt(REPLY, weights, TOK.count(REPLY) - 12, TOK)
+    # Adjacent sentences keep the source's own separator between them.
+    assert adjacent is not None and f"{hotel} Tuesday is best kept free for rest." in adjacent
+
+
+def test_no_excerpt_when_nothing_matches_or_nothing_fits() -> None:
+    assert excerpt(REPLY, query_weights(CONVERSATION, "unicorns", EngineCache()), 50, TOK) is None
+    weights = query_weights(CONVERSATION, "rooftop pool", EngineCache())
+    assert excerpt(REPLY, weights, 5, TOK) is None  # the matching sentence alone is longer
+    assert excerpt(REPLY, weights, 0, TOK) is None
+
+
+SENTENCES = st.lists(
+    st.sampled_from(["The flight to Berlin leaves at nine.", "Invoice 42 is overdue!", "Python raised an error.",
+                     "Status: ok.", "Why did the meeting move to Friday?", "Budget for the laptop is 900 euros."]),
+    min_size=1, max_size=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(SENTENCES, st.sampled_from([" ", "\n", "\n\n"]), st.sampled_from(["flight Berlin", "invoice", "laptop budget",
+                                                                          "meeting Friday error"]),
+       st.integers(1, 200))
+def test_an_excerpt_fits_its_target_and_quotes_the_source(sentences, separator, query, target) -> None:
+    body = separator.join(sentences)
+    weights = query_weights([body, "Berlin invoice laptop meeting error"], query, EngineCache())
+    out = excerpt(body, weights, target, TOK)
+    if out is None:
+        return
+    assert TOK.count(out) <= target
+    assert all(run in body for run in out.split(EXCERPT_GAP))
+    assert any(w in out.lower() for w in query.lower().split())
