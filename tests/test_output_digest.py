@@ -15,7 +15,7 @@ import sys
 
 import ctxfold
 
-EXPECTED = "1859b6b087cdf6f1815957afcd316668"
+EXPECTED = "fd270828effafb03f10824852bef4851"
 
 WORDS = (
     "deploy database index migration latency cache invoice customer report budget schedule meeting "
