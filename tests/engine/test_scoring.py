@@ -278,6 +278,10 @@ def test_intent_layer_points_at_the_speaker_the_query_asks_about():
     np.testing.assert_array_equal(advised["intent"], [1.0, 0.5, 1.0])
     _, _, neutral = scored(msgs, "weather forecast")
     np.testing.assert_array_equal(neutral["intent"], [1.0, 0.5, 0.5])
+    # A summary of how "my" plans went is what the conversation worked out: the assistant's turns.
+    for question in ("Can you summarize how my walking plans developed?", "Give me an overview of my dog's training"):
+        _, _, summary = scored(msgs, question)
+        np.testing.assert_array_equal(summary["intent"], [1.0, 0.5, 1.0])
 
 
 def test_structure_layer_role_cues_and_state_kinds():

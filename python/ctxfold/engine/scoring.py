@@ -68,12 +68,14 @@ _FIRST_PERSON = re.compile(r"\b(i|me|my|mine|i'm|i've|i'd|myself)\b", re.I)
 # Questions about what the assistant said: "you said/mentioned/gave...", "did
 # you recommend...", and requests to recall the earlier conversation ("remind
 # me what/of...", not "remind me to..."; "our previous conversation", "we
-# discussed"): their answer is in the assistant's turns, not the user's.
+# discussed"; a summary, overview or recap of how something went): their
+# answer is in the assistant's turns, not the user's.
 _ABOUT_ASSISTANT = re.compile(
     r"\b(did you|you (said|told|recommended|suggested|mentioned|gave|provided|listed|shared|explained|wrote)"
     r"|your (answer|suggestion|recommendation|list|advice)"
     r"|remind me (of|what|which|who|whom|where|when|how|why|about|again)"
-    r"|our (previous|last|earlier|past) (conversation|chat|discussion)|we (talked|discussed|spoke|chatted))\b",
+    r"|our (previous|last|earlier|past) (conversation|chat|discussion)|we (talked|discussed|spoke|chatted)"
+    r"|summar\w*|overview|recap)\b",
     re.I,
 )
 # A question ("?", or opening with a question word) asks for facts wherever
