@@ -15,7 +15,7 @@ import sys
 
 import ctxfold
 
-EXPECTED = "fd270828effafb03f10824852bef4851"
+EXPECTED = "f81d076eaa7c198299866c34a7cc1c98"
 
 WORDS = (
     "deploy database index migration latency cache invoice customer report budget schedule meeting "
