@@ -48,6 +48,18 @@ def test_no_excerpt_when_nothing_matches_or_nothing_fits() -> None:
     assert excerpt(REPLY, weights, 0, TOK) is None
 
 
+
+def test_sentences_worth_the_same_tie_in_source_order_in_every_process() -> None:
+    # Each sentence holds one term of each weight, in another order: equal in
+    # value exactly, whatever order the process's string hashing gives its terms.
+    weights = {"walrus": 0.1, "ferret": 0.2, "badger": 0.3, "otter": 0.3, "lemur": 0.2, "marmot": 0.1}
+    sentences = ["Otter lemur marmot.", "Walrus ferret badger.", "Badger walrus lemur.", "Marmot otter ferret.",
+                 "Ferret badger marmot.", "Lemur walrus otter."]
+    room = max(TOK.count(text) for text in sentences)
+    for first in range(len(sentences)):
+        order = sentences[first:] + sentences[:first]
+        assert excerpt(" ".join(order), weights, room, TOK) == order[0]
+
 SENTENCES = st.lists(
     st.sampled_from(["The flight to Berlin leaves at nine.", "Invoice 42 is overdue!", "Python raised an error.",
                      "Status: ok.", "Why did the meeting move to Friday?", "Budget for the laptop is 900 euros."]),

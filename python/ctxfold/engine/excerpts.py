@@ -43,7 +43,10 @@ def excerpt(body: str, weights: dict[str, float], target: int, tokenizer: Tokeni
     if not weights or target <= 0:
         return None
     sentences = split_sentences(body)
-    value = [sum(weights.get(t, 0.0) for t in set(Bm25.tokenize(s.text))) for s in sentences]
+    # An exact sum (fsum): a set's order follows the process's string hashing,
+    # and a plain float sum's last bits follow the order, which would tip
+    # ties between sentences from one run to the next.
+    value = [math.fsum(weights.get(t, 0.0) for t in set(Bm25.tokenize(s.text))) for s in sentences]
     matched = sorted((k for k, v in enumerate(value) if v > 0), key=lambda k: (-value[k], k))
     if not matched:
         return None
