@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxfold._core import Bm25
 from ctxfold.engine.cache import EngineCache
 from ctxfold.engine.excerpts import EXCERPT_GAP, excerpt, query_weights
 from ctxfold.tokens import get_tokenizer
@@ -50,11 +53,14 @@ def test_no_excerpt_when_nothing_matches_or_nothing_fits() -> None:
 
 
 def test_sentences_worth_the_same_tie_in_source_order_in_every_process() -> None:
-    # Each sentence holds one term of each weight, in another order: equal in
-    # value exactly, whatever order the process's string hashing gives its terms.
-    weights = {"walrus": 0.1, "ferret": 0.2, "badger": 0.3, "otter": 0.3, "lemur": 0.2, "marmot": 0.1}
-    sentences = ["Otter lemur marmot.", "Walrus ferret badger.", "Badger walrus lemur.", "Marmot otter ferret.",
-                 "Ferret badger marmot.", "Lemur walrus otter."]
+    # Two words for each weight, each sentence one of the two: the sentences
+    # hold different terms of equal worth, which a sum in the order of a set
+    # (the process's string hashing) rounds apart in the last bits.
+    pairs = [("walrus", "ferret", 0.1), ("badger", "otter", 0.2), ("lemur", "marmot", 0.3),
+             ("gecko", "heron", 0.7), ("bison", "moose", 1.1), ("camel", "llama", 1.3)]
+    weights = {Bm25.tokenize(word)[0]: w for a, b, w in pairs for word in (a, b)}
+    sentences = [" ".join(pair[pick] for pair, pick in zip(pairs, picks)).capitalize() + "."
+                 for picks in itertools.islice(itertools.product((0, 1), repeat=len(pairs)), 0, 64, 5)]
     room = max(TOK.count(text) for text in sentences)
     for first in range(len(sentences)):
         order = sentences[first:] + sentences[:first]
