@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from ctxfold._core import Bm25
 from ctxfold.engine.cache import EngineCache
-from ctxfold.engine.excerpts import EXCERPT_GAP, excerpt, query_weights
+from ctxfold.engine.excerpts import EXCERPT_GAP, excerpt, query_weights, quotable_spans
 from ctxfold.tokens import get_tokenizer
 
 TOK = get_tokenizer(encoding="cl100k_base")
@@ -66,9 +66,45 @@ def test_sentences_worth_the_same_tie_in_source_order_in_every_process() -> None
         order = sentences[first:] + sentences[:first]
         assert excerpt(" ".join(order), weights, room, TOK) == order[0]
 
+
+CODE_REPLY = (
+    "Here is how to retry the payment call with backoff.\n\n"
+    "```python\n"
+    "def pay(client, invoice):\n"
+    "    for attempt in range(5):\n"
+    "        try:\n"
+    "            return client.charge(invoice)\n"
+    "        except TimeoutError:\n"
+    "            time.sleep(2 ** attempt)\n"
+    "    raise RuntimeError(\"payment failed\")\n"
+    "```\n\n"
+    "The invoice is charged once because the charge is idempotent. Keep the retry count low."
+)
+BLOCK = CODE_REPLY[CODE_REPLY.index("```"):CODE_REPLY.rindex("```") + 3]
+
+
+def test_a_code_block_is_quoted_whole_or_not_at_all() -> None:
+    weights = query_weights([CODE_REPLY, "the weather in Paris"], "How did the payment retry raise an error?",
+                            EngineCache())
+    seen = set()
+    for target in range(1, TOK.count(CODE_REPLY) + 5):
+        out = excerpt(CODE_REPLY, weights, target, TOK)
+        if out is None:
+            continue
+        # Never one fence without the other: the block is in whole or not at all.
+        assert out.count("```") in (0, 2)
+        assert out.count("```") == 0 or BLOCK in out
+        seen.add(BLOCK in out)
+    assert seen == {False, True}
+    # A block left open runs to the end of the message and is one span with it.
+    left_open = "Intro.\n```\ncode line\nNo closing fence."
+    assert quotable_spans(left_open) == [(0, 6), (7, len(left_open))]
+
+
 SENTENCES = st.lists(
     st.sampled_from(["The flight to Berlin leaves at nine.", "Invoice 42 is overdue!", "Python raised an error.",
-                     "Status: ok.", "Why did the meeting move to Friday?", "Budget for the laptop is 900 euros."]),
+                     "Status: ok.", "Why did the meeting move to Friday?", "Budget for the laptop is 900 euros.",
+                     "\n```python\nbudget = invoice.total  # laptop\nraise Error(\"Berlin\")\n```\n"]),
     min_size=1, max_size=20,
 )
 
@@ -85,4 +121,5 @@ def test_an_excerpt_fits_its_target_and_quotes_the_source(sentences, separator, 
         return
     assert TOK.count(out) <= target
     assert all(run in body for run in out.split(EXCERPT_GAP))
+    assert out.count("```") % 2 == 0  # code blocks are quoted whole
     assert any(w in out.lower() for w in query.lower().split())

@@ -4,19 +4,22 @@ query, quoted as written, in place of a summary made without the query."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 from ctxfold._core import Bm25, Tokenizer
 from ctxfold.engine.cache import EngineCache
-from ctxfold.summarize.extractive import Sentence, split_sentences
+from ctxfold.summarize.extractive import split_sentences
 
-__all__ = ["EXCERPT_GAP", "EXCERPT_MARKER", "excerpt", "query_weights"]
+__all__ = ["EXCERPT_GAP", "EXCERPT_MARKER", "excerpt", "query_weights", "quotable_spans"]
 
 # Opens an excerpt, as the summary marker opens a summary: the reader (and
 # whoever restores the message) sees that the rest of the message is left out.
 EXCERPT_MARKER = "[excerpt] "
 # Stands where sentences of the source are left out between two quoted ones.
 EXCERPT_GAP = " … "
+# A fenced code block, or one left open to the end of the message.
+_FENCED = re.compile(r"^[ \t]*```.*?(?:^[ \t]*```[^\n]*$|\Z)", re.M | re.S)
 
 
 def query_weights(texts: Sequence[str], query: str, cache: EngineCache) -> dict[str, float]:
@@ -38,20 +41,22 @@ def excerpt(body: str, weights: dict[str, float], target: int, tokenizer: Tokeni
     `query_weights`), the best first while they fit `target` tokens, then the
     others in source order while they fit; quoted in source order, adjacent
     sentences with their own separator and `EXCERPT_GAP` where sentences are
-    left out. None when no sentence matches, or none fits: the caller then
+    left out. A fenced code block counts as one sentence (`quotable_spans`).
+    None when no sentence matches, or none fits: the caller then
     summarises."""
     if not weights or target <= 0:
         return None
-    sentences = split_sentences(body)
+    spans = quotable_spans(body)
+    texts = [body[a:b] for a, b in spans]
     # An exact sum (fsum): a set's order follows the process's string hashing,
     # and a plain float sum's last bits follow the order, which would tip
     # ties between sentences from one run to the next.
-    value = [math.fsum(weights.get(t, 0.0) for t in set(Bm25.tokenize(s.text))) for s in sentences]
+    value = [math.fsum(weights.get(t, 0.0) for t in set(Bm25.tokenize(text))) for text in texts]
     matched = sorted((k for k, v in enumerate(value) if v > 0), key=lambda k: (-value[k], k))
     if not matched:
         return None
     rest = [k for k, v in enumerate(value) if v <= 0]
-    sizes = [int(n) for n in tokenizer.count([s.text for s in sentences])]
+    sizes = [int(n) for n in tokenizer.count(texts)]
     chosen: list[int] = []
     text, used = "", 0
     for k in [*matched, *rest]:
@@ -59,7 +64,7 @@ def excerpt(body: str, weights: dict[str, float], target: int, tokenizer: Tokeni
         # for a merge at the seam); the others are counted in place.
         if used + sizes[k] > target + 1:
             continue
-        trial = _quote(body, sentences, sorted([*chosen, k]))
+        trial = _quote(body, spans, sorted([*chosen, k]))
         found = tokenizer.count_until(trial, target)
         if found is not None:
             chosen.append(k)
@@ -67,17 +72,35 @@ def excerpt(body: str, weights: dict[str, float], target: int, tokenizer: Tokeni
     return text if any(value[k] > 0 for k in chosen) else None
 
 
-def _quote(body: str, sentences: Sequence[Sentence], chosen: list[int]) -> str:
-    """The chosen sentences (indices in source order) as one text: a run of
-    adjacent sentences as the source has it, runs joined by `EXCERPT_GAP`."""
+def quotable_spans(body: str) -> list[tuple[int, int]]:
+    """The spans an excerpt quotes whole or leaves out: the sentences of
+    `body`, each fenced code block with the sentences it touches as one (a
+    fence quoted without its other half would turn the rest of the context
+    into code)."""
+    blocks = [m.span() for m in _FENCED.finditer(body)]
+    spans: list[tuple[int, int]] = []
+    for sentence in split_sentences(body):
+        start, end = sentence.start, sentence.end
+        for first, last in blocks:
+            if start < last and end > first:
+                start, end = min(start, first), max(end, last)
+        if spans and start < spans[-1][1]:
+            spans[-1] = (min(spans[-1][0], start), max(spans[-1][1], end))
+        else:
+            spans.append((start, end))
+    return spans
+
+def _quote(body: str, spans: Sequence[tuple[int, int]], chosen: list[int]) -> str:
+    """The chosen spans (indices in source order) as one text: a run of
+    adjacent spans as the source has it, runs joined by `EXCERPT_GAP`."""
     runs: list[str] = []
     start = previous = -2
     for k in chosen:
         if k != previous + 1:
             if start >= 0:
-                runs.append(body[sentences[start].start:sentences[previous].end])
+                runs.append(body[spans[start][0]:spans[previous][1]])
             start = k
         previous = k
     if start >= 0:
-        runs.append(body[sentences[start].start:sentences[previous].end])
+        runs.append(body[spans[start][0]:spans[previous][1]])
     return EXCERPT_GAP.join(runs)
