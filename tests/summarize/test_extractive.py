@@ -124,6 +124,28 @@ def test_chosen_sentences_are_in_source_order_and_traceable(text: str, target: i
     assert ex.tokens == (O200K.count(ex.text) if ex.text else 0) <= target
 
 
+CODE_REPLY = """Here is how to retry the payment call with backoff.
+
+```python
+def pay(client, invoice):
+    for attempt in range(5):
+        return client.charge(invoice)
+```
+
+The invoice is charged once because the charge is idempotent. Keep the retry count low.
+"""
+
+
+@pytest.mark.parametrize("target", [3, 8, 15, 25, 40, 60])
+def test_a_summary_never_holds_a_code_fence_line(target: int) -> None:
+    # A fence alone opens or closes a block the rest of the summary is not in.
+    for query in (None, "payment retry code"):
+        out = FAST.extract(CODE_REPLY, target, query).text
+        assert "```" not in out, out
+        assert out.strip()
+    assert FAST.extract("```\n```", 5).text == "```"  # nothing else to say
+
+
 def test_names_numbers_and_dates_survive_verbatim() -> None:
     number = re.compile(r"\d+(?:[.,:/-]\d+)*")
     in_source = set(number.findall(CHAT))

@@ -90,6 +90,9 @@ _ABBREVIATIONS = frozenset(
     "e.g i.e etc vs mr mrs ms dr st no nos approx fig inc ltd jr sr prof dept est cf al u.s a.m p.m".split()
 )
 _LIST_MARKER = re.compile(r"\s*(?:[*\-•+]\s+)?(?:\d{1,3}|[A-Za-z])[.)]?\Z")
+# A code fence line ("```", "```python"): chosen alone it opens or closes a
+# block the rest of the summary is not in, and the reader takes prose for code.
+_FENCE_LINE = re.compile(r"\s*```")
 
 
 @dataclass(frozen=True)
@@ -500,6 +503,9 @@ class ExtractiveSummarizer(BaseSummarizer):
         contentless = ~terms.nonzero & ~ent_full.any(axis=1)
         if self.term_weight > 0 and not contentless.all():
             allowed[contentless, :] = False
+        fences = _fences(sentences)
+        if fences.any() and not fences.all():
+            allowed[fences, :] = False
         if self.forms == "whole":
             allowed[:, PRUNED] = False
         elif self.forms == "pruned":
@@ -725,7 +731,10 @@ class ExtractiveSummarizer(BaseSummarizer):
         """No sentence fits: the start of the most central one, cut after its
         last whole word (or its first word that fits), never inside a word."""
         tok = self.tokenizer
+        fences = _fences(sentences)
         for i in np.argsort(-obj.mu, kind="stable").tolist():
+            if fences[i] and not fences.all():
+                continue
             s = sentences[i]
             body = s.pruned or s.text
             cut = tok.truncate(body, target).rstrip()
@@ -797,6 +806,11 @@ class _TermParts:
         if rows.shape[1] == 0:  # no term in two sentences, and no semantic part
             rows = np.zeros((len(rows), 1), dtype=np.float32)
         return rows, self.private * b
+
+
+def _fences(sentences: Sequence[Sentence]) -> npt.NDArray[np.bool_]:
+    """Which sentences are code fence lines (`_FENCE_LINE`)."""
+    return np.array([bool(_FENCE_LINE.match(s.text)) for s in sentences], dtype=bool)
 
 
 def _check_one(text: object, budget: object, query: object) -> list[str]:
