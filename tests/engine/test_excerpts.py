@@ -51,7 +51,6 @@ def test_no_excerpt_when_nothing_matches_or_nothing_fits() -> None:
     assert excerpt(REPLY, weights, 0, TOK) is None
 
 
-
 def test_sentences_worth_the_same_tie_in_source_order_in_every_process() -> None:
     # Two words for each weight, each sentence one of the two: the sentences
     # hold different terms of equal worth, which a sum in the order of a set

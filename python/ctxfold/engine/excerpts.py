@@ -90,6 +90,7 @@ def quotable_spans(body: str) -> list[tuple[int, int]]:
             spans.append((start, end))
     return spans
 
+
 def _quote(body: str, spans: Sequence[tuple[int, int]], chosen: list[int]) -> str:
     """The chosen spans (indices in source order) as one text: a run of
     adjacent spans as the source has it, runs joined by `EXCERPT_GAP`."""
