@@ -4,12 +4,11 @@ query, quoted as written, in place of a summary made without the query."""
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 
 from ctxfold._core import Bm25, Tokenizer
 from ctxfold.engine.cache import EngineCache
-from ctxfold.summarize.extractive import split_sentences
+from ctxfold.summarize.extractive import is_fence_line, split_sentences
 
 __all__ = ["EXCERPT_GAP", "EXCERPT_MARKER", "excerpt", "query_weights", "quotable_spans"]
 
@@ -18,8 +17,6 @@ __all__ = ["EXCERPT_GAP", "EXCERPT_MARKER", "excerpt", "query_weights", "quotabl
 EXCERPT_MARKER = "[excerpt] "
 # Stands where sentences of the source are left out between two quoted ones.
 EXCERPT_GAP = " … "
-# A fenced code block, or one left open to the end of the message.
-_FENCED = re.compile(r"^[ \t]*```.*?(?:^[ \t]*```[^\n]*$|\Z)", re.M | re.S)
 
 
 def query_weights(texts: Sequence[str], query: str, cache: EngineCache) -> dict[str, float]:
@@ -74,20 +71,21 @@ def excerpt(body: str, weights: dict[str, float], target: int, tokenizer: Tokeni
 
 def quotable_spans(body: str) -> list[tuple[int, int]]:
     """The spans an excerpt quotes whole or leaves out: the sentences of
-    `body`, each fenced code block with the sentences it touches as one (a
-    fence quoted without its other half would turn the rest of the context
-    into code)."""
-    blocks = [m.span() for m in _FENCED.finditer(body)]
+    `body`, each fenced code block (from its opening fence line to its
+    closing one, or to the end of `body`) as one: a fence quoted without its
+    other half would turn the rest of the context into code."""
     spans: list[tuple[int, int]] = []
+    in_block = False
     for sentence in split_sentences(body):
-        start, end = sentence.start, sentence.end
-        for first, last in blocks:
-            if start < last and end > first:
-                start, end = min(start, first), max(end, last)
-        if spans and start < spans[-1][1]:
-            spans[-1] = (min(spans[-1][0], start), max(spans[-1][1], end))
+        fence = is_fence_line(sentence.text)
+        if in_block:
+            spans[-1] = (spans[-1][0], sentence.end)
+            in_block = not fence
         else:
-            spans.append((start, end))
+            # A block is quoted with its opening fence's indentation (a fence in a list item).
+            start = body.rfind("\n", 0, sentence.start) + 1 if fence and sentence.line_start else sentence.start
+            spans.append((start, sentence.end))
+            in_block = fence
     return spans
 
 

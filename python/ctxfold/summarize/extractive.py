@@ -63,6 +63,7 @@ __all__ = [
     "Sentence",
     "TermVectorEmbedder",
     "split_sentences",
+    "is_fence_line",
     "prune_filler",
     "source_words",
     "is_source_wording",
@@ -93,6 +94,11 @@ _LIST_MARKER = re.compile(r"\s*(?:[*\-•+]\s+)?(?:\d{1,3}|[A-Za-z])[.)]?\Z")
 # A code fence line ("```", "```python"): chosen alone it opens or closes a
 # block the rest of the summary is not in, and the reader takes prose for code.
 _FENCE_LINE = re.compile(r"\s*```")
+
+
+def is_fence_line(sentence: str) -> bool:
+    """Whether `sentence` (from `split_sentences`) opens or closes a fenced code block."""
+    return _FENCE_LINE.match(sentence) is not None
 
 
 @dataclass(frozen=True)
@@ -503,7 +509,7 @@ class ExtractiveSummarizer(BaseSummarizer):
         contentless = ~terms.nonzero & ~ent_full.any(axis=1)
         if self.term_weight > 0 and not contentless.all():
             allowed[contentless, :] = False
-        fences = _fences(sentences)
+        fences = np.array([is_fence_line(s.text) for s in sentences], dtype=bool)
         if fences.any() and not fences.all():
             allowed[fences, :] = False
         if self.forms == "whole":
@@ -525,7 +531,7 @@ class ExtractiveSummarizer(BaseSummarizer):
         chosen = self._fit(obj, sentences, costs, weights, allowed, budget, chosen)
         rendered, count = self._render(sentences, chosen)
         if not chosen or count > budget:
-            return self._fallback(sentences, obj, budget)
+            return self._fallback(sentences, obj, budget, fences)
         order = sorted(chosen)
         state = obj.state({i: (chosen[i], weights[i, chosen[i]]) for i in order})
         value = obj.value(state[0], state[1], state[3], float(sum(obj.rel[i] * weights[i, chosen[i]] for i in order)))
@@ -727,11 +733,13 @@ class ExtractiveSummarizer(BaseSummarizer):
                 break
         return chosen
 
-    def _fallback(self, sentences: list[Sentence], obj: _Objective, target: int) -> Extract:
-        """No sentence fits: the start of the most central one, cut after its
-        last whole word (or its first word that fits), never inside a word."""
+    def _fallback(
+        self, sentences: list[Sentence], obj: _Objective, target: int, fences: npt.NDArray[np.bool_]
+    ) -> Extract:
+        """No sentence fits: the start of the most central one (not a code
+        fence line, unless all are), cut after its last whole word (or its
+        first word that fits), never inside a word."""
         tok = self.tokenizer
-        fences = _fences(sentences)
         for i in np.argsort(-obj.mu, kind="stable").tolist():
             if fences[i] and not fences.all():
                 continue
@@ -806,11 +814,6 @@ class _TermParts:
         if rows.shape[1] == 0:  # no term in two sentences, and no semantic part
             rows = np.zeros((len(rows), 1), dtype=np.float32)
         return rows, self.private * b
-
-
-def _fences(sentences: Sequence[Sentence]) -> npt.NDArray[np.bool_]:
-    """Which sentences are code fence lines (`_FENCE_LINE`)."""
-    return np.array([bool(_FENCE_LINE.match(s.text)) for s in sentences], dtype=bool)
 
 
 def _check_one(text: object, budget: object, query: object) -> list[str]:
