@@ -8,7 +8,8 @@ category, role and rank (rank within its role, in buckets of 1, 2, 3, 5, 10,
 20, 40, 80, 160, 320, 640 and beyond), measured on the set itself. Messages
 are then packed by that share per token while they fit (each at its chat
 cost, the reply's priming counted), at the budgets of `eval_context.py`.
-Beside each bound, what `optimize` keeps verbatim in the same run: the gap
+Both measures of `eval_context.py` (verbatim, coverage) are printed, and
+beside each bound what `optimize` keeps in the same run: the gap
 between the two is what a better calibration could add with the engine's
 ranking; the gap between rankings, what better ranking could. It bounds
 calibrations by rank, not every plan: within a bucket every message is worth
@@ -84,10 +85,10 @@ def main() -> int:
     minilm = ctxfold.Embedder(cache=ec.SqliteVectors(args.cache_dir / "minilm-vectors.sqlite"))
     engine = ctxfold.ContextEngine(encoding="cl100k_base")
     for name in args.sets.split(","):
-        # (budget label, category) -> rows of (evidence mask, costs, budget, keys per ranking); engine's verbatim
-        questions: dict[tuple[str, str], list[tuple[np.ndarray, list[int], int, dict[str, list[Any]]]]] = \
-            collections.defaultdict(list)
-        kept: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
+        # (budget label, category) -> one row per question: evidence mask, costs, budget, keys per
+        # ranking, texts, the texts by id, the evidence ids; and what optimize keeps (verbatim, coverage)
+        questions: dict[tuple[str, str], list[tuple[Any, ...]]] = collections.defaultdict(list)
+        kept: dict[tuple[str, str], list[tuple[float, float]]] = collections.defaultdict(list)
         for _unit, msgs, qs in ec.load_set(name, args.limit):
             texts = [m["content"] for m in msgs]
             roles = [m["role"] for m in msgs]
@@ -112,7 +113,7 @@ def main() -> int:
                     label = "1/8" if budget_name == "eighth" else f"{budget:,}"
                     res = engine.optimize(msgs, query=q.text, budget=budget, now=q.now)
                     kept[(label, q.category)].append(
-                        ec.measure(ec.context_text(res.messages), by_id, q.evidence, False)[0])
+                        ec.measure(ec.context_text(res.messages), by_id, q.evidence, True))
                     own = np.zeros(len(msgs))
                     for item in res.items:
                         own[item.index] = item.score
@@ -120,32 +121,32 @@ def main() -> int:
                               "bm25+static+minilm": np.maximum.reduce([lexical, dense["static"], dense["minilm"]]),
                               "engine+minilm": _standardised(own) + 0.5 * dense["minilm"]}
                     keys = {r: rank_keys(scores[r], roles) for r in RANKINGS}
-                    questions[(label, q.category)].append((evidence, costs, budget, keys))
-        print(f"\n## {ec.NAMES[name]}: evidence kept verbatim by optimize, and the bound of each ranking\n")
+                    questions[(label, q.category)].append((evidence, costs, budget, keys, texts, by_id, q.evidence))
+        print(f"\n## {ec.NAMES[name]}: evidence kept by optimize, and the bound of each ranking")
         for label in dict.fromkeys(label for label, _ in questions):
             categories = sorted(c for lab, c in questions if lab == label)
-            bound: dict[str, dict[str, list[float]]] = {r: collections.defaultdict(list) for r in RANKINGS}
+            bound: dict[str, dict[str, list[tuple[float, float]]]] = {r: collections.defaultdict(list) for r in RANKINGS}
             for ranking in RANKINGS:
                 for category in categories:
                     rows = questions[(label, category)]
                     hits: dict[tuple[str, int], list[int]] = collections.defaultdict(lambda: [0, 0])
-                    for evidence, _, _, keys in rows:
+                    for evidence, _, _, keys, *_ in rows:
                         for key, ev in zip(keys[ranking], evidence):
                             hits[key][0] += int(ev)
                             hits[key][1] += 1
-                    for evidence, costs, budget, keys in rows:
+                    for evidence, costs, budget, keys, texts, by_id, ids in rows:
                         worth = [hits[key][0] / hits[key][1] for key in keys[ranking]]
                         chosen = pack(worth, costs, budget)
-                        bound[ranking][category].append(float(evidence[chosen].sum() / evidence.sum()))
-            header = f"{'budget':>6} {'rows':34s}{'optimize':>9}" + "".join(f"{r:>20}" for r in RANKINGS)
-            print(header)
-            every = [x for c in categories for x in kept[(label, c)]]
-            print(f"{label:>6} {'all (' + str(len(every)) + ')':34s}{np.mean(every):9.3f}" + "".join(
-                f"{np.mean([x for c in categories for x in bound[r][c]]):20.3f}" for r in RANKINGS))
-            for c in categories:
-                print(f"{label:>6}   {c[:26] + ' (' + str(len(kept[(label, c)])) + ')':32s}"
-                      f"{np.mean(kept[(label, c)]):9.3f}" + "".join(f"{np.mean(bound[r][c]):20.3f}" for r in RANKINGS))
-            print()
+                        bound[ranking][category].append(ec.measure("\n".join(texts[i] for i in chosen), by_id, ids, True))
+            for k, measure in enumerate(("verbatim", "coverage")):
+                print(f"\n{measure}\n{'budget':>6} {'rows':34s}{'optimize':>9}" + "".join(f"{r:>20}" for r in RANKINGS))
+                every = [x[k] for c in categories for x in kept[(label, c)]]
+                print(f"{label:>6} {'all (' + str(len(every)) + ')':34s}{np.mean(every):9.3f}" + "".join(
+                    f"{np.mean([x[k] for c in categories for x in bound[r][c]]):20.3f}" for r in RANKINGS))
+                for c in categories:
+                    print(f"{label:>6}   {c[:26] + ' (' + str(len(kept[(label, c)])) + ')':32s}"
+                          f"{np.mean([x[k] for x in kept[(label, c)]]):9.3f}"
+                          + "".join(f"{np.mean([x[k] for x in bound[r][c]]):20.3f}" for r in RANKINGS))
     return 0
 
 
