@@ -11,8 +11,8 @@ from ctxfold.engine.compaction import placeholder
 from ctxfold.engine.config import EngineConfig
 from ctxfold.engine.messages import parse_messages, people_in_chat
 from ctxfold.engine.options import (
-    CLEAR, DROP, KEEP, LENGTH_POWER, NOTE_SHARE, PEOPLE_LENGTH_POWER, PLACEHOLDER_SHARE, PLAIN, SEAM_SLACK, SUMMARY,
-    TIME_NOTE_SHARE, TOOL_CUT_SHARE,
+    CLEAR, DROP, KEEP, LENGTH_POWER, NOTE_SHARE, PEOPLE_LENGTH_POWER, PLACEHOLDER_SHARE, PLAIN, RECENT_SHARE, SEAM_SLACK,
+    SUMMARY, TIME_NOTE_SHARE, TOOL_CUT_SHARE,
     length_weights, message_options, standing_instructions,
 )
 from ctxfold.engine.plan import plan_items
@@ -262,3 +262,29 @@ def test_between_two_people_always_and_never_are_how_people_talk():
     assert not standing_instructions(items, between_people=True).any()
     # The same words from a user to an assistant would be rules.
     assert standing_instructions(items, between_people=False).tolist() == [True, False, True]
+
+
+def test_the_recent_turns_are_protected_newest_first_within_a_share_of_the_room():
+    chat = []
+    for k in range(12):
+        chat += [{"role": "user", "content": f"Question {k} about the harbour of town {k}. " * 3},
+                 {"role": "assistant", "content": f"Town {k} has a small harbour with fishing boats and a pier. " * 20}]
+    items = parse_messages(chat, TOK)
+    n, config = len(items), EngineConfig(protect_last=4)
+
+    def shortest(i: int) -> int:
+        tokens = items[i].tokens
+        return min(tokens, max(config.min_summary_tokens, int(tokens * config.summary_ratio)))
+
+    # Room for the four newest at their shortest: all four protected, as before.
+    roomy = total(items)
+    assert options(items, roomy, config).soft[n - 4:].all()
+    # A room whose quarter holds only the two newest: the older two are
+    # planned by value, like any other message.
+    tight = int((shortest(n - 1) + shortest(n - 2) + shortest(n - 3) / 2) / RECENT_SHARE) + REPLY_PRIMING
+    soft = options(items, tight, config).soft
+    assert soft[n - 1] and soft[n - 2] and not soft[n - 3] and not soft[n - 4]
+    scores = np.linspace(1.0, 0.0, n)  # the recent turns score lowest
+    plan = plan_items(items, scores, run(tight, config))
+    assert plan.choices[n - 1] != DROP and plan.choices[n - 2] != DROP
+    assert plan.choices[n - 3] == DROP and plan.choices[n - 4] == DROP

@@ -51,7 +51,9 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     optimal); auto: picked by how far over budget."""
     weights: dict[str, float] = msgspec.field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     protect_last: int = 4
-    """The last N messages are soft-protected: verbatim when they fit, shortened otherwise."""
+    """The last N messages are soft-protected: verbatim when they fit, shortened
+    otherwise; newest first, while their shortest forms take at most a
+    quarter of the budget (the older ones are then planned by value)."""
     protect_critical_entities: bool = False
     """Keep present (verbatim or shortened) the latest user message naming
     each active critical entity: who the user is, a task goal, a commitment,

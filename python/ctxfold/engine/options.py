@@ -57,6 +57,10 @@ LENGTH_POWER = 0.3
 # the plan packs almost by score alone, leaning a little to short turns,
 # which keeps the most evidence there (docs/benchmarks.md).
 PEOPLE_LENGTH_POWER = 0.9
+# The recent turns are soft-protected while their shortest forms take at most
+# this share of the room: at a budget of a few hundred tokens they would
+# otherwise crowd out what the question needs (docs/benchmarks.md).
+RECENT_SHARE = 0.25
 # A question traded against the history (another query was given) at its
 # minimal head + tail keeps this share of its value.
 SUMMARY_SHARE, MINIMAL_SHARE = 0.35, 0.02
@@ -151,15 +155,24 @@ def length_weights(items: Sequence[Item], between_people: bool) -> np.ndarray:
     return weights
 
 
-def soft_protected(items: Sequence[Item], config: EngineConfig, recent: bool, between_people: bool) -> np.ndarray:
+def soft_protected(
+    items: Sequence[Item], config: EngineConfig, recent: bool, between_people: bool, room: int
+) -> np.ndarray:
     """Messages kept present (verbatim when they fit, shortened otherwise):
     the last user message, agent-state kinds, the user's standing
     instructions (`standing_instructions`), and with `recent` the last
-    `config.protect_last` messages."""
+    `config.protect_last` messages, newest first, while their shortest forms
+    take at most RECENT_SHARE of the `room`."""
     n = len(items)
     soft = np.zeros(n, dtype=bool)
     if recent:
-        soft[max(0, n - config.protect_last):] = True
+        spent = 0
+        for i in range(n - 1, max(0, n - config.protect_last) - 1, -1):
+            tokens = items[i].tokens
+            spent += min(tokens, max(config.min_summary_tokens, int(tokens * config.summary_ratio)))
+            if spent > RECENT_SHARE * room:
+                break
+            soft[i] = True
     last_user = max((i for i, it in enumerate(items) if it.role == "user"), default=None)
     if last_user is not None:
         soft[last_user] = True
@@ -250,7 +263,7 @@ def message_options(
         items, current, text_tokens, room - fixed, budget, fixed, {i: config.summary_ratio for i in traded}
     )
     between_people = run.people is not None
-    soft = (soft_protected(items, config, run.protect_recent, between_people) | np.array([z == "window" for z in zone])
+    soft = (soft_protected(items, config, run.protect_recent, between_people, room) | np.array([z == "window" for z in zone])
             | critical_protected(items, config, room)) & ~hard
     targets: dict[int, int] = {}
     placeholders: dict[int, str] = {}
