@@ -288,3 +288,23 @@ def test_the_recent_turns_are_protected_newest_first_within_a_share_of_the_room(
     plan = plan_items(items, scores, run(tight, config))
     assert plan.choices[n - 1] != DROP and plan.choices[n - 2] != DROP
     assert plan.choices[n - 3] == DROP and plan.choices[n - 4] == DROP
+
+
+@pytest.mark.parametrize("protect_recent", [True, False])
+def test_the_last_user_message_is_worth_its_verbatim_bonus_only_where_the_recent_turns_count(protect_recent):
+    # Another query was given: the last user message is always present, and
+    # verbatim worth a bonus only for a question about the present.
+    chat = [{"role": "user", "content": "Which harbour did you say had the lighthouse?"},
+            {"role": "assistant", "content": "The harbour of Ostra has the old lighthouse on its pier. " * 3},
+            {"role": "user", "content": "Now tell me about something else entirely, like the weather. " * 20}]
+    items = parse_messages(chat, TOK)
+    scores = np.array([1.0, 0.75, 0.05])
+    context = RunContext(tokenizer=TOK, config=EngineConfig(protect_last=0), cache=EngineCache(),
+                         summarizer=HeadTailSummarizer(tokenizer=TOK), embedder=None, budget=total(items) - 30,
+                         query="Which harbour has the lighthouse?", question_is_current=False,
+                         protect_recent=protect_recent)
+    plan = plan_items(items, scores, context)
+    # Not everything fits: either the last user message is shortened or the
+    # answer goes; the answer stays whole unless the recent turns count.
+    assert (plan.choices[2] == KEEP) == protect_recent
+    assert (plan.choices[1] == KEEP) != protect_recent

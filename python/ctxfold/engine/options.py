@@ -290,7 +290,11 @@ def message_options(
             # The current turn: verbatim, shortened or minimal, never dropped.
             cost[:] = [*cut_costs[i], unavailable]
             if i in traded:
-                value[:] = [CURRENT_PRESENT + SOFT_VERBATIM_BONUS + b, CURRENT_PRESENT + b * SUMMARY_SHARE,
+                # Another query was given: the last user message is always
+                # present, but verbatim it is worth a bonus only where the
+                # recent turns count (the question is about the present).
+                bonus = SOFT_VERBATIM_BONUS if run.protect_recent else 0.0
+                value[:] = [CURRENT_PRESENT + bonus + b, CURRENT_PRESENT + b * SUMMARY_SHARE,
                             CURRENT_PRESENT + b * MINIMAL_SHARE, 0.0]
             else:
                 value[:] = [3 * CURRENT_PRESENT + b, 2 * CURRENT_PRESENT + b, CURRENT_PRESENT + b, 0.0]
