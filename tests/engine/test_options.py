@@ -13,7 +13,7 @@ from ctxfold.engine.messages import parse_messages, people_in_chat
 from ctxfold.engine.options import (
     CLEAR, DROP, KEEP, LENGTH_POWER, NOTE_SHARE, PEOPLE_LENGTH_POWER, PLACEHOLDER_SHARE, PLAIN, RECENT_SHARE, SEAM_SLACK,
     SUMMARY, TIME_NOTE_SHARE, TOOL_CUT_SHARE,
-    length_weights, message_options, standing_instructions,
+    length_weights, message_options, shortest_tokens, standing_instructions,
 )
 from ctxfold.engine.plan import plan_items
 from ctxfold.engine.results import STATE_KINDS
@@ -271,17 +271,13 @@ def test_the_recent_turns_are_protected_newest_first_within_a_share_of_the_room(
                  {"role": "assistant", "content": f"Town {k} has a small harbour with fishing boats and a pier. " * 20}]
     items = parse_messages(chat, TOK)
     n, config = len(items), EngineConfig(protect_last=4)
-
-    def shortest(i: int) -> int:
-        tokens = items[i].tokens
-        return min(tokens, max(config.min_summary_tokens, int(tokens * config.summary_ratio)))
-
+    shortest = [shortest_tokens(it, config) for it in items]
     # Room for the four newest at their shortest: all four protected, as before.
     roomy = total(items)
     assert options(items, roomy, config).soft[n - 4:].all()
     # A room whose quarter holds only the two newest: the older two are
     # planned by value, like any other message.
-    tight = int((shortest(n - 1) + shortest(n - 2) + shortest(n - 3) / 2) / RECENT_SHARE) + REPLY_PRIMING
+    tight = int((shortest[n - 1] + shortest[n - 2] + shortest[n - 3] / 2) / RECENT_SHARE) + REPLY_PRIMING
     soft = options(items, tight, config).soft
     assert soft[n - 1] and soft[n - 2] and not soft[n - 3] and not soft[n - 4]
     scores = np.linspace(1.0, 0.0, n)  # the recent turns score lowest

@@ -33,7 +33,8 @@ from ctxfold.text.temporal import asks_about_time, without_said
 from ctxfold.tokens import REPLY_PRIMING, count_messages
 
 __all__ = [
-    "Options", "message_options", "message_values", "length_weights", "soft_protected", "standing_instructions",
+    "Options", "message_options", "message_values", "length_weights", "shortest_tokens", "soft_protected",
+    "standing_instructions",
     "critical_protected",
     "system_message_cost", "KEEP", "SUMMARY", "CLEAR", "DROP", "PLAIN", "SUMMARY_MARKER", "SEAM_SLACK",
 ]
@@ -155,6 +156,13 @@ def length_weights(items: Sequence[Item], between_people: bool) -> np.ndarray:
     return weights
 
 
+def shortest_tokens(item: Item, config: EngineConfig) -> int:
+    """About what a soft-protected message costs at its shortest: a summary
+    of `config.summary_ratio` of it (at least `config.min_summary_tokens`),
+    or the message itself when that is no shorter."""
+    return min(item.tokens, max(config.min_summary_tokens, int(item.tokens * config.summary_ratio)))
+
+
 def soft_protected(
     items: Sequence[Item], config: EngineConfig, recent: bool, between_people: bool, room: int
 ) -> np.ndarray:
@@ -168,8 +176,7 @@ def soft_protected(
     if recent:
         spent = 0
         for i in range(n - 1, max(0, n - config.protect_last) - 1, -1):
-            tokens = items[i].tokens
-            spent += min(tokens, max(config.min_summary_tokens, int(tokens * config.summary_ratio)))
+            spent += shortest_tokens(items[i], config)
             if spent > RECENT_SHARE * room:
                 break
             soft[i] = True
