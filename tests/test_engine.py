@@ -320,11 +320,20 @@ def test_summaries_are_cached_by_content() -> None:
     engine = ContextEngine(encoding="cl100k_base", config=EngineConfig(strategy="windowed"),
                            summarizer=CallableSummarizer(shorten))
     msgs = long_history()
-    engine.optimize(msgs, budget=2500)
+    before = engine.optimize(msgs, budget=2500)
     first = len(calls)
     assert first > 0
-    engine.optimize(msgs + [{"role": "assistant", "content": "ok"}], budget=2500)
-    assert len(calls) - first <= 2  # only what the new turn pushed out of the window
+    engine.optimize(msgs, budget=2500)
+    assert len(calls) == first  # the same history: every summary comes from the cache
+    after = engine.optimize(msgs + [{"role": "assistant", "content": "ok"}], budget=2500)
+    # A message the summarizer shortened for the first plan and shortened again
+    # in the second is not sent to it again.
+    text = {m["id"]: m["content"].strip() for m in msgs if "id" in m}
+    sent_first, sent_after = "\n".join(calls[:first]), "\n".join(calls[first:])
+    again = [i for i in ({it.id for it in before.items if it.status == "summarized"}
+                         & {it.id for it in after.items if it.status == "summarized"}) if text[i] in sent_first]
+    assert again
+    assert not [i for i in again if text[i] in sent_after]
 
 
 def test_layers_are_sized_and_ordered() -> None:

@@ -15,7 +15,7 @@ import sys
 
 import ctxfold
 
-EXPECTED = "f81d076eaa7c198299866c34a7cc1c98"
+EXPECTED = "441b0a685a68adc06964d4ee5fbe7032"
 
 WORDS = (
     "deploy database index migration latency cache invoice customer report budget schedule meeting "

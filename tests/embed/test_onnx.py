@@ -224,6 +224,19 @@ def test_cache_keys_depend_on_model_settings_and_text(embedder: Embedder) -> Non
     assert len(embedder.key("a")) == 32
 
 
+def test_another_cut_shares_the_session_and_never_the_vectors() -> None:
+    texts = ["The lighthouse keeper logged every ship that passed the rocky point during the long storm. " * 4]
+    base = Embedder(cache=True)
+    short = base.with_max_length(16)
+    assert short._session is base._session and short.max_length == 16 and base.max_length == 256
+    assert short.key(texts[0]) != base.key(texts[0]) and short.model_id != base.model_id
+    np.testing.assert_allclose(short.embed(texts), Embedder(max_length=16, cache=None).embed(texts), atol=1e-6)
+    assert not np.allclose(short.embed(texts), base.embed(texts), atol=1e-3)
+    assert short.stats.texts_encoded == 1 and base.stats.texts_encoded == 1
+    with pytest.raises(InvalidInputError, match="max_length"):
+        base.with_max_length(0)
+
+
 def test_memory_cache_evicts_least_recently_used() -> None:
     cache = MemoryEmbeddingCache(max_entries=2)
     v = np.ones(3, dtype=np.float32)

@@ -64,6 +64,10 @@ def test_the_question_read_in_context_finds_what_the_token_mean_misses(table: St
 def test_one_model_serves_every_engine_of_the_process() -> None:
     assert shared_encoder() is shared_encoder()
     np.testing.assert_allclose(SharedEncoder().embed(TEXTS[:1]), shared_encoder().embed(TEXTS[:1]))
+    # Each cut reads with the one session the process loaded.
+    assert shared_encoder(64) is shared_encoder(64) and shared_encoder(64)._session is shared_encoder()._session
+    np.testing.assert_allclose(SharedEncoder(64).embed(TEXTS[:1]), shared_encoder(64).embed(TEXTS[:1]))
+    assert SharedEncoder(64).model_id != SharedEncoder().model_id
 
 
 def test_a_table_without_a_projection_is_refused(table: StaticEmbedder, tmp_path: Path) -> None:

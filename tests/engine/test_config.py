@@ -50,7 +50,13 @@ def test_rerank_must_be_a_count(value):
         EngineConfig(rerank=value)
 
 
-def test_reranked_preset_turns_the_second_stage_on():
-    assert EngineConfig().rerank == 0
-    assert EngineConfig.reranked().rerank == 150
+@pytest.mark.parametrize("value", [0, 513, True, 1.5, "64"])
+def test_rerank_tokens_must_be_a_count_the_model_can_read(value):
+    with pytest.raises(InvalidInputError, match="rerank_tokens"):
+        EngineConfig(rerank_tokens=value)
+
+
+def test_reranked_preset_reads_more_of_more_messages():
+    assert (EngineConfig().rerank, EngineConfig().rerank_tokens) == (100, 64)
+    assert (EngineConfig.reranked().rerank, EngineConfig.reranked().rerank_tokens) == (150, 256)
     assert EngineConfig.reranked(rerank=64, budget=900).rerank == 64

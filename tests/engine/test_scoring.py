@@ -470,9 +470,31 @@ def test_rerank_off_leaves_the_reranker_unused():
     from ctxfold import ContextEngine
 
     reranker = TopicReranker()
-    engine = ContextEngine(encoding="cl100k_base", reranker=reranker)
+    engine = ContextEngine(encoding="cl100k_base", reranker=reranker, config=EngineConfig(rerank=0))
     engine.optimize(DOCTOR_CHAT, query=DOCTOR_QUERY, budget=60)
     assert engine.reranker is None and reranker.seen == []
+
+
+def test_the_default_reranker_is_the_shared_minilm_reading_each_messages_opening():
+    from ctxfold import ContextEngine
+    from ctxfold.embed.projected import SharedEncoder
+
+    engine = ContextEngine(encoding="cl100k_base")
+    assert isinstance(engine.reranker.embedder, SharedEncoder)
+    assert engine.reranker.embedder.max_length == EngineConfig().rerank_tokens == 64
+    wide = ContextEngine(encoding="cl100k_base", config=EngineConfig.reranked())
+    assert wide.reranker.embedder.max_length == 256
+    assert engine.reranker.model_name != wide.reranker.model_name  # two cuts never share a stored vector
+
+
+def test_lexical_scoring_runs_no_model_unless_a_reranker_is_given():
+    from ctxfold import ContextEngine
+
+    assert ContextEngine(encoding="cl100k_base", embedder=None).reranker is None
+    reranker = TopicReranker()
+    engine = ContextEngine(encoding="cl100k_base", embedder=None, reranker=reranker)
+    engine.optimize(DOCTOR_CHAT, query=DOCTOR_QUERY, budget=60)
+    assert reranker.seen and reranker.seen[0] == DOCTOR_QUERY
 
 
 def test_a_reranker_without_embed_is_refused_naming_the_argument():
@@ -526,7 +548,10 @@ def test_the_default_engine_also_reads_the_question_with_minilm():
     # Neither "sick" nor any word of it is in the answer: the table alone keeps other messages.
     kept = [m["content"] for m in engine.optimize(messages, query="When did he get sick?", budget=50).messages]
     assert SICK[2] in kept
-    plain = ContextEngine(encoding="cl100k_base", config=EngineConfig(embed_query=False))
+    plain = ContextEngine(encoding="cl100k_base", config=EngineConfig(embed_query=False, rerank=0))
     assert SICK[2] not in [m["content"] for m in plain.optimize(messages, query="When did he get sick?", budget=50).messages]
+    # The short list read by the model finds it without the question's second view.
+    reread = ContextEngine(encoding="cl100k_base", config=EngineConfig(embed_query=False))
+    assert SICK[2] in [m["content"] for m in reread.optimize(messages, query="When did he get sick?", budget=50).messages]
     with pytest.raises(InvalidInputError, match="embed_query"):
         EngineConfig(embed_query="yes")  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ hash of the model and the text, so a text already seen costs no inference.
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import os
 import threading
@@ -161,6 +162,7 @@ class Embedder:
         model_path, model_sha = verified_path(self.model_dir, "model.onnx", spec)
         tokenizer_path, _ = verified_path(self.model_dir, "tokenizer.json", spec)
         self.model_path = model_path
+        self._tokenizer_path, self._model_sha = tokenizer_path, model_sha
         # The shipped file pads every text to 128 and cuts at 128; batching pads per batch instead.
         self._tokenizer = hf_tokenizer(tokenizer_path, self.max_length, "replace it with the model's tokenizer.json")
         self._session = onnx_session(model_path, threads)
@@ -174,13 +176,29 @@ class Embedder:
         output = self._session.get_outputs()[0]
         names = [o.name for o in self._session.get_outputs()]
         self._output_name = "last_hidden_state" if "last_hidden_state" in names else output.name
-        self._key_prefix = f"{model_sha[:16]}:{self.max_length}:".encode()
-        self.model_id = f"{self.model_dir.name}:{model_sha[:16]}:{self.max_length}"
-        """What names this model's vectors in a persistent store (the file's hash and the cut length)."""
+        # model_id names this model's vectors in a persistent store (the file's hash and the cut length).
+        self._key_prefix, self.model_id = self._cut_names()
         dim = output.shape[-1] if output.shape else None
         self._dim: int | None = dim if isinstance(dim, int) else None
         self.stats = EmbedderStats()
         self._stats_lock = threading.Lock()
+
+    def _cut_names(self) -> tuple[bytes, str]:
+        """The cache keys' prefix and the `model_id` of this model at this cut."""
+        return (f"{self._model_sha[:16]}:{self.max_length}:".encode(),
+                f"{self.model_dir.name}:{self._model_sha[:16]}:{self.max_length}")
+
+    def with_max_length(self, max_length: int) -> Embedder:
+        """This model reading the first ``max_length`` tokens of each text:
+        the same ONNX session (nothing is loaded again) and vector cache,
+        whose keys name the cut, so the two never share a vector."""
+        other = copy.copy(self)
+        other.max_length = _positive_int(max_length, "max_length")
+        other._tokenizer = hf_tokenizer(self._tokenizer_path, other.max_length, "replace it with the model's tokenizer.json")
+        other._key_prefix, other.model_id = other._cut_names()
+        other.stats = EmbedderStats()
+        other._stats_lock = threading.Lock()
+        return other
 
     @property
     def dim(self) -> int:

@@ -105,36 +105,43 @@ class ModelView:
 
 
 class SharedEncoder:
-    """The process's shared MiniLM as an embedder (`shared_encoder`), looked
-    up on each call so that a forked worker loads its own."""
+    """The process's shared MiniLM as an embedder (`shared_encoder`) reading
+    the first `max_length` tokens of each text, looked up on each call so
+    that a forked worker loads its own."""
 
-    model_id = "all-MiniLM-L6-v2"
+    def __init__(self, max_length: int = QUESTION_TOKENS) -> None:
+        self.max_length = max_length
+        self.model_id = "all-MiniLM-L6-v2" if max_length == QUESTION_TOKENS else f"all-MiniLM-L6-v2:{max_length}"
 
     def embed(self, texts: Sequence[str]) -> FloatArray:
-        """The model's unit-norm vectors of `texts` (their first `QUESTION_TOKENS` tokens)."""
-        vectors: FloatArray = np.asarray(shared_encoder().embed(list(texts)), dtype=np.float32)
+        """The model's unit-norm vectors of `texts` (their first `max_length` tokens)."""
+        vectors: FloatArray = np.asarray(shared_encoder(self.max_length).embed(list(texts)), dtype=np.float32)
         return vectors
 
     def __repr__(self) -> str:
-        return "SharedEncoder()"
+        return f"SharedEncoder(max_length={self.max_length})"
 
 
-def shared_encoder() -> Any:
-    """The shipped MiniLM (`ctxfold.Embedder`, no vector cache, the first
-    `QUESTION_TOKENS` tokens of a text), loaded once
-    per process and model directory: every engine embeds its questions
-    with the same ONNX session instead of loading the model again. A forked
-    child gets a session of its own (an ONNX Runtime session does not
-    survive a fork)."""
+def shared_encoder(max_length: int = QUESTION_TOKENS) -> Any:
+    """The shipped MiniLM (`ctxfold.Embedder`, no vector cache) reading the
+    first `max_length` tokens of a text, loaded once per process and model
+    directory: every engine embeds its questions (and its short lists, at
+    another cut) with the same ONNX session instead of loading the model
+    again. A forked child gets a session of its own (an ONNX Runtime
+    session does not survive a fork)."""
     from ctxfold.models import DEFAULT_EMBEDDING_MODEL, locate_model
 
-    return _encoder_in(locate_model(DEFAULT_EMBEDDING_MODEL).parent, os.getpid())
+    return _encoder_in(locate_model(DEFAULT_EMBEDDING_MODEL).parent, os.getpid(), max_length)
 
 
 @functools.lru_cache(maxsize=8)
-def _encoder_in(models_dir: Path, pid: int) -> Any:
-    """The model under `models_dir` for process `pid` (a key of the cache only)."""
+def _encoder_in(models_dir: Path, pid: int, max_length: int = QUESTION_TOKENS) -> Any:
+    """The model under `models_dir` for process `pid` (a key of the cache
+    only) at the cut `max_length`, every cut on the session of the first."""
     from ctxfold.embed.onnx import Embedder
 
+    if max_length != QUESTION_TOKENS:
+        # The same arguments as the question's call: one cache entry, one session.
+        return _encoder_in(models_dir, pid, QUESTION_TOKENS).with_max_length(max_length)
     # Located by name under models_dir, so the shipped model's checksums are verified.
     return Embedder(models_dir=models_dir, cache=False, max_length=QUESTION_TOKENS)

@@ -12,6 +12,8 @@ from ctxfold.errors import InvalidInputError
 __all__ = ["EngineConfig", "DEFAULT_WEIGHTS", "SEED_WEIGHTS", "STRATEGIES"]
 
 STRATEGIES = ("optimal", "auto", "full", "windowed", "compacted", "multi_level")
+# MiniLM's position embeddings end at 512 tokens.
+MAX_RERANK_TOKENS = 512
 
 #: The seed spec's layer weights (cross-reference is a boost on top);
 #: DEFAULT_WEIGHTS raise semantic to 0.40, which kept the most evidence over
@@ -69,11 +71,18 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     view of it, read in context, set beside the table's own (the larger
     score counts). One short text per question: the model loads on the
     first call (once per process) and then adds milliseconds. False: the
-    table alone, no model run."""
-    rerank: int = 0
+    table alone (the short list of ``rerank`` is still read by the model)."""
+    rerank: int = 100
     """Two-stage ranking: the N messages the fast first stage (BM25 and the
-    static table) ranks best are scored again with MiniLM (`ctxfold.Embedder`,
-    each message embedded once and cached, persisted with ``store=``); 0 is off."""
+    static table) ranks best are scored again with MiniLM (the process's
+    shared model, each message embedded once and cached, persisted with
+    ``store=``); 0 is off (with ``embed_query=False`` too, no model runs)."""
+    rerank_tokens: int = 64
+    """What MiniLM reads of each message of the short list: its first N
+    tokens. The opening of a message says what it is about, and the model's
+    cost grows with what it reads: 64 keeps a cold call on a 100K-token
+    history within the default's time (docs/benchmarks.md); `reranked()`
+    reads 256."""
     half_life_turns: float = 20.0
     summary_ratio: float = 0.3
     """A summarised message keeps about this share of its tokens."""
@@ -125,6 +134,10 @@ class EngineConfig(msgspec.Struct, kw_only=True):
             raise InvalidInputError(f"embed_query: True or False, got {self.embed_query!r}")
         if isinstance(self.rerank, bool) or not isinstance(self.rerank, int) or self.rerank < 0:
             raise InvalidInputError(f"rerank: the short list's length, an int >= 0 (0: off), got {self.rerank!r}")
+        if isinstance(self.rerank_tokens, bool) or not isinstance(self.rerank_tokens, int) \
+                or not 1 <= self.rerank_tokens <= MAX_RERANK_TOKENS:
+            raise InvalidInputError(f"rerank_tokens: how many tokens MiniLM reads of each message, an int from 1 to "
+                                    f"{MAX_RERANK_TOKENS}, got {self.rerank_tokens!r}")
         if self.protect_last < 0:
             raise InvalidInputError(f"protect_last: must be >= 0, got {self.protect_last}")
         if not 0 < self.summary_ratio < 1:
@@ -145,10 +158,11 @@ class EngineConfig(msgspec.Struct, kw_only=True):
 
     @classmethod
     def reranked(cls, **overrides: object) -> EngineConfig:
-        """Two-stage ranking on: MiniLM over the first stage's 150 best
-        messages. Keeps more evidence on every dev set; its first call embeds
-        up to 150 messages, so it is seconds, not milliseconds, on a CPU."""
-        values: dict[str, object] = {"rerank": 150}
+        """Two-stage ranking reading more: MiniLM over the first 256 tokens
+        of each of the first stage's 150 best messages, where the default
+        reads 64 of the 100 best. Its first call on a long history takes seconds, not
+        milliseconds, on a CPU (docs/benchmarks.md)."""
+        values: dict[str, object] = {"rerank": 150, "rerank_tokens": 256}
         return cls(**{**values, **overrides})  # type: ignore[arg-type]
 
     @classmethod

@@ -79,9 +79,10 @@ class ContextEngine:
     `embedder=` is the dense half of the semantic layer (default: the static
     MiniLM table, with the question also read by MiniLM and the table's
     vectors mapped into its space, `model_view`;
-    None for BM25 alone); `reranker=` re-scores the first stage's short
-    list when `config.rerank` is on (default: the shipped MiniLM,
-    `ctxfold.Embedder`); `store=` (a `ctxfold.memory` store,
+    None for BM25 alone, with no model run unless `reranker=` is given);
+    `reranker=` re-scores the first stage's short list of `config.rerank`
+    messages (default: the shipped MiniLM, the session that reads the
+    question, reading `config.rerank_tokens` of each message); `store=` (a `ctxfold.memory` store,
     e.g. `SqliteStore("agent.db")`) keeps summaries and embeddings across
     processes, so a restarted agent does not recompute them, and keeps the
     originals of removed messages, so `restore` and `recall` work in a later
@@ -324,13 +325,17 @@ class ContextEngine:
     @property
     def reranker(self) -> Any:
         """What re-scores the short list when `config.rerank` is on: the shipped
-        MiniLM by default (loaded on first use), cached like the embedder."""
+        MiniLM by default (loaded on first use), cached like the embedder;
+        None with `embedder=None` and no `reranker=` given (lexical scoring
+        runs no model)."""
         if self._reranker is None and self.config.rerank:
             spec = self._reranker_spec
+            if spec == "minilm" and self._embedder_spec is None:
+                return None
             if spec == "minilm":
-                from ctxfold.embed.onnx import Embedder
+                from ctxfold.embed.projected import SharedEncoder
 
-                spec = Embedder(cache=False)
+                spec = SharedEncoder(self.config.rerank_tokens)
             self._reranker = CachingEmbedder(spec, self.cache.rerank_embeddings, _model_id(spec), self.cache.caches)
         return self._reranker
 
