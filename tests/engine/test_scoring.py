@@ -16,7 +16,7 @@ from ctxfold.engine.messages import parse_messages, people_in_chat
 from ctxfold.engine.results import LAYER_NAMES
 from ctxfold.engine.run import RunContext
 from ctxfold.engine.scoring import (
-    TIME_WIDTH_DAYS, clauses_of, recalls_the_conversation, recency_applies, score_items, topic_of,
+    TIME_WIDTH_DAYS, clauses_of, recalls_the_conversation, recency_applies, score_items, semantic_layer, topic_of,
 )
 from ctxfold.summarize.head_tail import HeadTailSummarizer
 from ctxfold.tokens import get_tokenizer
@@ -439,6 +439,24 @@ def test_rerank_embeds_only_the_first_stages_short_list():
     # Outside the short list nothing moves but for the common scale.
     outside = [i for i in range(len(DOCTOR_CHAT)) if DOCTOR_CHAT[i]["content"] not in best_two]
     assert all(layers["semantic"][i] <= first[i] + 1e-12 for i in outside)
+
+
+def test_rerank_reads_the_question_with_the_question_embedder_when_given():
+    texts = [m["content"] for m in DOCTOR_CHAT]
+    alone = semantic_layer(texts, DOCTOR_QUERY, reranker=TopicReranker(), shortlist=len(texts))
+    reranker, questions = TopicReranker(), TopicReranker()
+    split = semantic_layer(texts, DOCTOR_QUERY, reranker=reranker, shortlist=len(texts), rerank_question=questions)
+    assert questions.seen == [topic_of(DOCTOR_QUERY)] and sorted(reranker.seen) == sorted(texts)
+    assert split == pytest.approx(alone)
+
+
+def test_the_default_engine_embeds_the_question_once_for_both_views():
+    engine = ContextEngine(encoding="cl100k_base")
+    engine.optimize(DOCTOR_CHAT, query=DOCTOR_QUERY, budget=60)
+    question = topic_of(DOCTOR_QUERY)
+    assert question in engine.cache.query_embeddings  # read whole, by the question's view
+    assert question not in engine.cache.rerank_embeddings  # and not again at the short list's cut
+    assert all(m["content"] in engine.cache.rerank_embeddings for m in DOCTOR_CHAT)
 
 
 def test_engine_rerank_embeds_each_message_once_and_keeps_vectors_in_the_store(tmp_path):

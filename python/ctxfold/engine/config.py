@@ -160,8 +160,8 @@ class EngineConfig(msgspec.Struct, kw_only=True):
     def reranked(cls, **overrides: object) -> EngineConfig:
         """Two-stage ranking reading more: MiniLM over the first 256 tokens
         of each of the first stage's 150 best messages, where the default
-        reads 64 of the 100 best. Its first call on a long history takes seconds, not
-        milliseconds, on a CPU (docs/benchmarks.md)."""
+        reads 64 of the 100 best. Its first call on a long history takes
+        seconds, not milliseconds, on a CPU (docs/benchmarks.md)."""
         values: dict[str, object] = {"rerank": 150, "rerank_tokens": 256}
         return cls(**{**values, **overrides})  # type: ignore[arg-type]
 

@@ -131,6 +131,7 @@ class ContextEngine:
         self._reranker_spec = reranker
         self._reranker: Any = None
         self._model_view: Any = None
+        self._question_reader: Any = None
         self.store = store
         self.scope = scope
         self.cache = EngineCache(check_bytes(cache_bytes, "cache_bytes"), caches=caches, scope=scope)
@@ -348,12 +349,22 @@ class ContextEngine:
         into MiniLM's space; None otherwise."""
         if (self._model_view is None and self.config.embed_query and self._embedder_spec == "static"
                 and self.embedder.embedder.model_projection is not None):
-            from ctxfold.embed.projected import ModelView, ProjectedEmbedder, SharedEncoder
+            from ctxfold.embed.projected import ModelView, ProjectedEmbedder
+
+            self._model_view = ModelView(self.question_reader, ProjectedEmbedder(self.embedder.embedder))
+        return self._model_view
+
+    @property
+    def question_reader(self) -> Any:
+        """MiniLM reading a question whole (`ctxfold.embed.SharedEncoder`, the
+        model shared by the process's engines), cached by text: the question
+        of the second view and of the default reranker, embedded once."""
+        if self._question_reader is None:
+            from ctxfold.embed.projected import SharedEncoder
 
             encoder = SharedEncoder()
-            self._model_view = ModelView(CachingEmbedder(encoder, self.cache.query_embeddings, encoder.model_id),
-                                         ProjectedEmbedder(self.embedder.embedder))
-        return self._model_view
+            self._question_reader = CachingEmbedder(encoder, self.cache.query_embeddings, encoder.model_id)
+        return self._question_reader
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -366,7 +377,10 @@ class ContextEngine:
         message's time) and who the chat is between are found here, once."""
         return RunContext(
             tokenizer=self.tokenizer, config=self.config, cache=self.cache, summarizer=self.summarizer,
-            embedder=self.embedder, reranker=self.reranker, model_view=self.model_view, budget=budget,
+            embedder=self.embedder, reranker=self.reranker, model_view=self.model_view,
+            # The default reranker is the question's MiniLM at a shorter cut: it reads the question as the view did.
+            rerank_question=self.question_reader if self._reranker_spec == "minilm" and self.reranker is not None else None,
+            budget=budget,
             query=query, question_is_current=question_is_current, protect_recent=protect_recent,
             now=now or latest_time(items), people=people_in_chat(items),
         )

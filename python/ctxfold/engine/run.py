@@ -27,6 +27,9 @@ class RunContext(msgspec.Struct, frozen=True, kw_only=True):
     """The dense half of the semantic layer (anything with `embed`), or None for BM25 alone."""
     reranker: Any = None
     """What re-scores the first stage's short list (`config.rerank`), or None."""
+    rerank_question: Any = None
+    """What embeds the question for the short list, in the reranker's space,
+    or None for the reranker itself."""
     model_view: Any = None
     """The question's second view, MiniLM's, beside the embedder's vectors
     mapped into its space (`ContextEngine.model_view`), or None."""

@@ -179,7 +179,7 @@ def score_items(items: Sequence[Item], run: RunContext) -> tuple[np.ndarray, dic
         exchanges = [*dense_texts[:1], *(f"{before} {text}" for before, text in zip(dense_texts, dense_texts[1:]))]
     layers = {
         "semantic": semantic_layer(texts, query, run.embedder, cache, reranker=run.reranker, shortlist=run.config.rerank,
-                                   model_view=run.model_view, dense_query=dense_query, dense_texts=dense_texts,
+                                   rerank_question=run.rerank_question, model_view=run.model_view, dense_query=dense_query, dense_texts=dense_texts,
                                    dense_exchanges=exchanges),
         "entity": entity_layer(texts, query),
         "recency": recency_layer(items, half_life_turns, query, run.now),
@@ -219,7 +219,7 @@ def bm25_scores(terms: Sequence[tuple[dict[str, int], int]], query: str, k1: flo
 
 def semantic_layer(
     texts: list[str], query: str, embedder: Any = None, cache: EngineCache | None = None, *,
-    reranker: Any = None, shortlist: int = 0, model_view: Any = None, dense_query: str | None = None,
+    reranker: Any = None, shortlist: int = 0, rerank_question: Any = None, model_view: Any = None, dense_query: str | None = None,
     dense_texts: list[str] | None = None, dense_exchanges: list[str] | None = None,
 ) -> np.ndarray:
     """BM25 of `topic_of(query)`, fused with embedding cosine when an
@@ -242,7 +242,9 @@ def semantic_layer(
 
     With a `reranker` (a stronger, slower embedder) and `shortlist` > 0, the
     `shortlist` best messages of that first stage are scored again (`rerank`):
-    a third signal, and again either one suffices.
+    a third signal, and again either one suffices. `rerank_question`, when
+    given, embeds the question in the reranker's space in its place (the
+    same model reading more of a long question).
 
     `dense_query` and `dense_texts`, when given, are what the embedders read
     in place of `query` and `texts` (BM25 still reads those);
@@ -274,7 +276,7 @@ def semantic_layer(
                     dense = np.maximum(dense, CLAUSE_SHARE * _dense_scores(clause, vector, vectors[1:], model_view))
         scores = np.maximum(lexical, dense)
         if rerank_on:
-            scores = rerank(dense_texts, dense_query, scores, dense, reranker, shortlist)
+            scores = rerank(dense_texts, dense_query, scores, dense, reranker, shortlist, rerank_question)
         scores = np.clip(scores, 0, None)
     best = scores.max()
     return scores / best if best > 0 else scores
@@ -289,15 +291,20 @@ def _dense_scores(query: str, query_vector: np.ndarray, vectors: np.ndarray, mod
     return dense
 
 
-def rerank(texts: list[str], query: str, first: np.ndarray, dense: np.ndarray, reranker: Any, shortlist: int) -> np.ndarray:
+def rerank(
+    texts: list[str], query: str, first: np.ndarray, dense: np.ndarray, reranker: Any, shortlist: int,
+    question_embedder: Any = None,
+) -> np.ndarray:
     """`first` (standardised BM25 and dense scores, their maximum) with its
     `shortlist` best messages scored again: the larger of their first score
     and the reranker's cosine. Only the short list is embedded, so that
     cosine is standardised within it and put on the scale the embedder's
-    scores have there (their mean and spread), to compare with them."""
+    scores have there (their mean and spread), to compare with them. The
+    question is embedded by `question_embedder` (default: the reranker)."""
     top = np.argsort(-first, kind="stable")[:shortlist]
-    vectors = np.asarray(reranker.embed([query, *[texts[i] for i in top]]), dtype=np.float32)
-    again = _standardised((vectors[1:] @ vectors[0]).astype(np.float64))
+    question = np.asarray((reranker if question_embedder is None else question_embedder).embed([query]), dtype=np.float32)[0]
+    vectors = np.asarray(reranker.embed([texts[i] for i in top]), dtype=np.float32)
+    again = _standardised((vectors @ question).astype(np.float64))
     base = dense[top]
     if np.isfinite(base).all():
         again = base.mean() + again * base.std()
