@@ -379,7 +379,8 @@ class ContextEngine:
             tokenizer=self.tokenizer, config=self.config, cache=self.cache, summarizer=self.summarizer,
             embedder=self.embedder, reranker=self.reranker, model_view=self.model_view,
             # The default reranker is the question's MiniLM at a shorter cut: it reads the question as the view did.
-            rerank_question=self.question_reader if self._reranker_spec == "minilm" and self.reranker is not None else None,
+            rerank_question=(self.question_reader
+                             if self._reranker_spec == "minilm" and self.reranker is not None else None),
             budget=budget,
             query=query, question_is_current=question_is_current, protect_recent=protect_recent,
             now=now or latest_time(items), people=people_in_chat(items),

@@ -179,8 +179,8 @@ def score_items(items: Sequence[Item], run: RunContext) -> tuple[np.ndarray, dic
         exchanges = [*dense_texts[:1], *(f"{before} {text}" for before, text in zip(dense_texts, dense_texts[1:]))]
     layers = {
         "semantic": semantic_layer(texts, query, run.embedder, cache, reranker=run.reranker, shortlist=run.config.rerank,
-                                   rerank_question=run.rerank_question, model_view=run.model_view, dense_query=dense_query, dense_texts=dense_texts,
-                                   dense_exchanges=exchanges),
+                                   rerank_question=run.rerank_question, model_view=run.model_view,
+                                   dense_query=dense_query, dense_texts=dense_texts, dense_exchanges=exchanges),
         "entity": entity_layer(texts, query),
         "recency": recency_layer(items, half_life_turns, query, run.now),
         "intent": intent_layer(items, query, people),
@@ -219,8 +219,8 @@ def bm25_scores(terms: Sequence[tuple[dict[str, int], int]], query: str, k1: flo
 
 def semantic_layer(
     texts: list[str], query: str, embedder: Any = None, cache: EngineCache | None = None, *,
-    reranker: Any = None, shortlist: int = 0, rerank_question: Any = None, model_view: Any = None, dense_query: str | None = None,
-    dense_texts: list[str] | None = None, dense_exchanges: list[str] | None = None,
+    reranker: Any = None, shortlist: int = 0, rerank_question: Any = None, model_view: Any = None,
+    dense_query: str | None = None, dense_texts: list[str] | None = None, dense_exchanges: list[str] | None = None,
 ) -> np.ndarray:
     """BM25 of `topic_of(query)`, fused with embedding cosine when an
     embedder is given: the larger of the two scores, each standardised over
@@ -302,7 +302,8 @@ def rerank(
     scores have there (their mean and spread), to compare with them. The
     question is embedded by `question_embedder` (default: the reranker)."""
     top = np.argsort(-first, kind="stable")[:shortlist]
-    question = np.asarray((reranker if question_embedder is None else question_embedder).embed([query]), dtype=np.float32)[0]
+    reads_question = reranker if question_embedder is None else question_embedder
+    question = np.asarray(reads_question.embed([query]), dtype=np.float32)[0]
     vectors = np.asarray(reranker.embed([texts[i] for i in top]), dtype=np.float32)
     again = _standardised((vectors @ question).astype(np.float64))
     base = dense[top]
