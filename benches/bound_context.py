@@ -106,11 +106,7 @@ def main() -> int:
                 lexical = _standardised(np.asarray(bm25.scores(topic), dtype=np.float64))
                 dense = {key: _standardised(vectors[key] @ np.asarray(model.embed([topic]), dtype=np.float32)[0])
                          for key, model in (("static", static), ("minilm", minilm))}
-                for budget_name in args.budgets.split(","):
-                    budget = total // 8 if budget_name == "eighth" else ec.FIXED[name]
-                    if budget < ec.MIN_BUDGET:
-                        continue
-                    label = "1/8" if budget_name == "eighth" else f"{budget:,}"
+                for label, budget in ec.budgets(name, total, args.budgets):
                     res = engine.optimize(msgs, query=q.text, budget=budget, now=q.now)
                     kept[(label, q.category)].append(
                         ec.measure(ec.context_text(res.messages), by_id, q.evidence, True))

@@ -175,11 +175,7 @@ def main() -> int:
             total = int(sum(ctxfold.count_tokens(chat.texts, encoding="cl100k_base")))
             for q in qs:
                 evidence = [index[e] for e in q.evidence]
-                for budget_name in args.budgets.split(","):
-                    budget = total // 8 if budget_name == "eighth" else ec.FIXED[name]
-                    if budget < ec.MIN_BUDGET:
-                        continue
-                    label = "1/8" if budget_name == "eighth" else f"{budget:,}"
+                for label, budget in ec.budgets(name, total, args.budgets):
                     res = engine.optimize(msgs, query=q.text, budget=budget, now=q.now)
                     scores = np.zeros(len(msgs))
                     for item in res.items:

@@ -437,6 +437,16 @@ class Baselines:
         return sorted(int(m.id) for m in kept)
 
 
+def budgets(name: str, total: int, names: str) -> Iterator[tuple[str, int]]:
+    """(label, budget) for each of the comma-separated `names`: "eighth" is 1/8
+    of the history's `total` tokens, "fixed" the set's own budget; a budget
+    below MIN_BUDGET is left out."""
+    for budget_name in names.split(","):
+        budget = total // 8 if budget_name == "eighth" else FIXED[name]
+        if budget >= MIN_BUDGET:
+            yield ("1/8" if budget_name == "eighth" else f"{budget:,}"), budget
+
+
 def measure(context: str, by_id: Mapping[str, str], evidence: Sequence[str], with_coverage: bool) -> tuple[float, float]:
     verbatim = sum(by_id[i] in context for i in evidence) / len(evidence)
     if not with_coverage:
@@ -462,14 +472,11 @@ def evaluate_set(name: str, args: argparse.Namespace, engines: dict[str, Any], b
         total = int(sum(ctxfold.count_tokens([m["content"] for m in msgs], encoding="cl100k_base")))
         state = baselines.prepare(msgs) if baselines.methods else None
         for q in questions:
-            for budget_name in args.budgets.split(","):
-                budget = total // 8 if budget_name == "eighth" else FIXED[name]
-                label = "1/8" if budget_name == "eighth" else f"{FIXED[name]:,}"
+            measured = list(budgets(name, total, args.budgets))
+            # 1/8 of a short oracle history: below what the current turn alone needs.
+            too_small += len(args.budgets.split(",")) - len(measured)
+            for label, budget in measured:
                 kept: dict[str, list[dict[str, Any]]] = {}
-                if budget < MIN_BUDGET:
-                    # 1/8 of a short oracle history: below what the current turn alone needs.
-                    too_small += 1
-                    continue
                 for method, engine in engines.items():
                     t0 = time.perf_counter()
                     try:
